@@ -1,0 +1,182 @@
+"""Load an implementation (a dotted module name or a file/folder path) and resolve contract names.
+
+A contract name ``attention.attention`` resolves, in order, as
+    impl.attention.attention   (an attribute, or a submodule ``<impl>.attention`` of a package)
+    impl.attention             (the bare function name at the top of the implementation)
+A name that resolves nowhere, or a callable that raises ``NotImplementedError`` (the student
+template's bodies), makes its concept "not implemented" -- never a failure.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from _pytest.outcomes import Skipped
+
+BUNDLED = ("reference", "optimized")
+
+
+class NotImplementedInImpl(Skipped):
+    """Raised when contract names do not resolve or a stub raises ``NotImplementedError``.
+
+    It is pytest's skip outcome, so pytest reports the test as skipped with reason
+    ``not implemented: <names>`` and Hypothesis re-raises it at once instead of shrinking.
+    """
+
+    def __init__(self, impl: str, names: list[str]):
+        self.impl = impl
+        self.names = names
+        super().__init__(f"not implemented: {', '.join(names)}", allow_module_level=True)
+
+
+def _import_path(path: Path) -> ModuleType:
+    path = path.resolve()
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:8]
+    if path.is_dir():
+        init = path / "__init__.py"
+        if not init.exists():
+            raise ValueError(f"--impl {path}: a folder must be a package (no __init__.py)")
+        name, location, search = f"inferspec_impl_{path.name}_{digest}", init, [str(path)]
+    else:
+        name, location, search = f"inferspec_impl_{path.stem}_{digest}", path, None
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, location, submodule_search_locations=search)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"--impl {path}: cannot import this file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    # Let a student's file import its own siblings.
+    sys.path.insert(0, str(path.parent if path.is_file() else path.parent))
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return module
+
+
+def _looks_like_path(spec: str) -> bool:
+    """Paths end in .py or contain a separator; anything else is a dotted module name (so the
+    bundled ``reference`` is imported as a module even from the repository root)."""
+    return spec.endswith(".py") or os.sep in spec or "/" in spec
+
+
+@dataclass
+class Implementation:
+    """An implementation under test: a name for reports and the module that holds it."""
+
+    name: str
+    module: ModuleType
+    spec: str
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def resolve(self, contract_name: str) -> Any | None:
+        """The object behind ``contract_name``, or None if it does not resolve."""
+        if contract_name in self._cache:
+            return self._cache[contract_name]
+        mod_name, _, attr = contract_name.rpartition(".")
+        found = None
+        sub = getattr(self.module, mod_name, None) if mod_name else None
+        if sub is None and mod_name and hasattr(self.module, "__path__"):
+            try:
+                sub = importlib.import_module(f"{self.module.__name__}.{mod_name}")
+            except ModuleNotFoundError as exc:
+                if exc.name != f"{self.module.__name__}.{mod_name}":
+                    raise  # the submodule exists but its own import is broken: that is a failure
+                sub = None
+        if isinstance(sub, ModuleType):
+            found = getattr(sub, attr, None)
+        if found is None:
+            found = getattr(self.module, attr, None)
+        if found is not None:
+            found = _wrap_not_implemented(found, self.name, contract_name)
+        self._cache[contract_name] = found
+        return found
+
+    def provides(self, *names: str) -> bool:
+        return all(self.resolve(n) is not None for n in names)
+
+    def missing(self, *names: str) -> list[str]:
+        return [n for n in names if self.resolve(n) is None]
+
+    def get(self, name: str) -> Any:
+        """Resolve one name or raise :class:`NotImplementedInImpl` (the plugin turns it into a skip)."""
+        obj = self.resolve(name)
+        if obj is None:
+            raise NotImplementedInImpl(self.name, [name])
+        return obj
+
+    def __repr__(self) -> str:  # pragma: no cover - used in pytest ids and snippets
+        return f"Implementation({self.spec!r})"
+
+
+def _wrap_not_implemented(obj: Any, impl: str, name: str) -> Any:
+    """Turn a ``NotImplementedError`` raised by a plain function into ``NotImplementedInImpl``.
+
+    Classes are returned as they are: their methods are called by state machines, which check
+    for NotImplementedError themselves via :func:`call_or_not_implemented`.
+    """
+    if inspect.isclass(obj) or not callable(obj):
+        return obj
+
+    @functools.wraps(obj)
+    def wrapper(*args, **kwargs):
+        try:
+            return obj(*args, **kwargs)
+        except NotImplementedError as exc:
+            if _raised_directly_by(exc, obj):
+                raise NotImplementedInImpl(impl, [name]) from exc
+            raise
+
+    wrapper.__wrapped_impl__ = obj
+    return wrapper
+
+
+def _raised_directly_by(exc: BaseException, fn: Any) -> bool:
+    """True if ``exc`` was raised in ``fn``'s own body (the template's stub), not deeper down."""
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return last is not None and code is not None and last.tb_frame.f_code is code
+
+
+def load_implementation(spec: str, name: str | None = None) -> Implementation:
+    """Load ``spec``: a dotted module name (``reference``, ``my_pkg.impl``) or a path to a ``.py``
+    file or a package folder. Raises ``ValueError`` with the spec in the message if it cannot."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"impl: expected a module name or a path, got {spec!r}")
+    spec = spec.strip()
+    if _looks_like_path(spec):
+        path = Path(spec)
+        if not path.exists():
+            raise ValueError(f"--impl {spec}: no such file or folder")
+        module = _import_path(path)
+        default_name = path.stem if path.is_file() else path.name
+    else:
+        try:
+            module = importlib.import_module(spec)
+        except ModuleNotFoundError as exc:
+            if exc.name and spec.startswith(exc.name):
+                raise ValueError(f"--impl {spec}: no module named {exc.name!r} (a path must end in .py)") from exc
+            raise
+        default_name = spec
+    return Implementation(name=name or default_name, module=module, spec=spec)
+
+
+def impl_specs_from_env() -> list[str]:
+    """``INFERSPEC_IMPL``: implementations separated by commas (used when --impl is not given)."""
+    raw = os.environ.get("INFERSPEC_IMPL", "")
+    return [s.strip() for s in raw.split(",") if s.strip()]

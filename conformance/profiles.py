@@ -1,0 +1,45 @@
+"""Hypothesis profiles, registered in one place.
+
+dev       the default: quick, random, for the edit-run loop.
+ci        chosen automatically when CI=true: derandomized (a fixed sequence of examples, so a red
+          CI is reproducible), more examples.
+thorough  nightly scale; also enables the cases marked ``slow``.
+mutants   used by the suite's power meta-test: derandomized, no shrinking (we only need to know
+          that a mutant fails, not its smallest counterexample).
+Deadlines are off: tensor tests (and the Triton interpreter) have long, variable first calls.
+"""
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, Phase, settings
+
+_common = dict(
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
+)
+
+settings.register_profile("dev", max_examples=25, **_common)
+settings.register_profile("ci", max_examples=40, derandomize=True, **_common)
+settings.register_profile("thorough", max_examples=500, **_common)
+settings.register_profile("mutants", max_examples=25, derandomize=True,
+                          phases=(Phase.explicit, Phase.reuse, Phase.generate), database=None,
+                          **_common)
+
+PROFILES = ("dev", "ci", "thorough", "mutants")
+
+
+def default_profile() -> str:
+    """``INFERSPEC_PROFILE`` if set, else ``ci`` when CI=true, else ``dev``."""
+    explicit = os.environ.get("INFERSPEC_PROFILE")
+    if explicit:
+        return explicit
+    return "ci" if os.environ.get("CI", "").lower() in ("1", "true", "yes") else "dev"
+
+
+def load(name: str | None = None) -> str:
+    name = name or default_profile()
+    settings.load_profile(name)
+    return name

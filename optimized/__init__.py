@@ -1,0 +1,2 @@
+"""Fast counterparts of reference/ with the same names and signatures, proven equivalent by the
+spec tests and timed by spec_tests/bench."""
