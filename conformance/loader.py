@@ -121,12 +121,24 @@ class Implementation:
 
 
 def _wrap_not_implemented(obj: Any, impl: str, name: str) -> Any:
-    """Turn a ``NotImplementedError`` raised by a plain function into ``NotImplementedInImpl``.
+    """Turn a ``NotImplementedError`` raised directly by a stub into ``NotImplementedInImpl``.
 
-    Classes are returned as they are: their methods are called by state machines, which check
-    for NotImplementedError themselves via :func:`call_or_not_implemented`.
+    Functions are wrapped. A class whose own methods raise ``NotImplementedError`` (the student
+    template's stubs) is replaced by a thin subclass whose methods are wrapped the same way, so a
+    state machine driving it reports "not implemented" instead of failing; other classes are
+    returned untouched.
     """
-    if inspect.isclass(obj) or not callable(obj):
+    if inspect.isclass(obj):
+        stubs = {k: v for k, v in vars(obj).items()
+                 if inspect.isfunction(v) and "NotImplementedError" in v.__code__.co_names}
+        if not stubs:
+            return obj
+        wrapped = {k: _wrap_not_implemented(v, impl, f"{name}.{k}") for k, v in stubs.items()}
+        wrapped["__module__"] = obj.__module__
+        wrapped["__qualname__"] = obj.__qualname__
+        wrapped["__doc__"] = obj.__doc__
+        return type(obj.__name__, (obj,), wrapped)
+    if not callable(obj):
         return obj
 
     @functools.wraps(obj)

@@ -101,8 +101,9 @@ class Results:
                 cell.first_failure = _failure_of(report)
         elif report.skipped:
             reason = _skip_reason(report)
-            if reason.startswith(NOT_IMPLEMENTED):
-                for name in reason[len(NOT_IMPLEMENTED):].split(", "):
+            at = reason.find(NOT_IMPLEMENTED)
+            if at >= 0:
+                for name in reason[at + len(NOT_IMPLEMENTED):].split(", "):
                     if name not in cell.not_implemented:
                         cell.not_implemented.append(name)
             else:
