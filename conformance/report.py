@@ -26,6 +26,7 @@ class Failure:
 
 @dataclass
 class Cell:
+    required: tuple[str, ...] = ()
     passed: int = 0
     failed: int = 0
     skipped: int = 0
@@ -38,7 +39,9 @@ class Cell:
         if self.failed:
             return "failed"
         if self.passed:
-            return "passed"
+            missing_required = [n for n in self.not_implemented
+                                if any(n == r or n.startswith(r + ".") for r in self.required)]
+            return "partial" if missing_required else "passed"
         if self.not_implemented:
             return "not implemented"
         return "skipped"
@@ -92,7 +95,10 @@ class Results:
             if report.failed:
                 self.suite_failed.append(report.nodeid)
             return
-        cell = self.cells.setdefault((concept, impl), Cell())
+        cell = self.cells.get((concept, impl))
+        if cell is None:
+            c = CONCEPTS.get(concept)
+            cell = self.cells[(concept, impl)] = Cell(required=c.contract if c else ())
         if report.when == "call" and report.passed:
             cell.passed += 1
         elif report.failed:
@@ -146,16 +152,16 @@ class Results:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
 
-_STYLE = {"passed": "green", "failed": "bold red", "not implemented": "yellow", "skipped": "dim", "-": "dim"}
+_STYLE = {"passed": "green", "partial": "cyan", "failed": "bold red", "not implemented": "yellow", "skipped": "dim", "-": "dim"}
 
 
 def _cell_text(cell: Cell | None) -> str:
     if cell is None:
         return "-"
-    if cell.status == "passed":
+    if cell.status in ("passed", "partial"):
         extra = f", missing {', '.join(cell.not_implemented)}" if cell.not_implemented else ""
         skipped = f", {cell.skipped} skipped" if cell.skipped else ""
-        return f"passed ({cell.passed}{skipped}{extra})"
+        return f"{cell.status} ({cell.passed}{skipped}{extra})"
     if cell.status == "failed":
         return f"FAILED {cell.first_failure.test.split('::')[-1] if cell.first_failure else ''}"
     if cell.status == "not implemented":

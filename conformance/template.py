@@ -76,7 +76,7 @@ def render(concept_ids: list[str], path: str = "my_impl.py") -> str:
     seen: dict[str, str] = {}
     modules_done: set[str] = set()
     for cid in concept_ids:
-        for contract_name in CONCEPTS[cid].contract:
+        for contract_name in CONCEPTS[cid].contract + CONCEPTS[cid].optional:
             mod_name, attr = contract_name.rsplit(".", 1)
             if attr in seen:
                 if seen[attr] != contract_name:
