@@ -15,7 +15,6 @@ import importlib.util
 import inspect
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -71,14 +70,14 @@ def _looks_like_path(spec: str) -> bool:
     return spec.endswith(".py") or os.sep in spec or "/" in spec
 
 
-@dataclass
 class Implementation:
     """An implementation under test: a name for reports and the module that holds it."""
 
-    name: str
-    module: ModuleType
-    spec: str
-    _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    def __init__(self, name: str, module: ModuleType, spec: str):
+        self.name = name
+        self.module = module
+        self.spec = spec
+        self._cache: dict[str, Any] = {}
 
     def resolve(self, contract_name: str) -> Any | None:
         """The object behind ``contract_name``, or None if it does not resolve."""
@@ -116,7 +115,7 @@ class Implementation:
             raise NotImplementedInImpl(self.name, [name])
         return obj
 
-    def __repr__(self) -> str:  # pragma: no cover - used in pytest ids and snippets
+    def __repr__(self) -> str:  # shown in Hypothesis's falsifying examples
         return f"Implementation({self.spec!r})"
 
 

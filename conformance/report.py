@@ -195,7 +195,7 @@ def print_table(results: Results, terminalreporter=None) -> None:
             continue
         f = cell.first_failure
         console.print(f"[bold red]{concept} / {impl}[/]: first failure [bold]{f.test}[/]")
-        console.print(f"  {f.error.splitlines()[0] if f.error else ''}", markup=False)
+        console.print("  " + "\n  ".join(f.error.splitlines()[:4]), markup=False)
         if f.example:
             console.print("  " + f.example.replace("\n", "\n  "), markup=False)
         if f.reproduce:
