@@ -49,6 +49,9 @@ def cmd_check(args) -> int:
     if not Path(report_path).exists():
         print(f"inferspec check: pytest exited {int(code)} before any report was written", file=sys.stderr)
         return int(code) or 2
+    if code == 5:
+        print("inferspec check: no test was collected (unknown --concept?)", file=sys.stderr)
+        return 5
     report = json.loads(Path(report_path).read_text())
     if code not in (0, 1, 5):  # interrupted, internal or usage error
         return int(code)
@@ -114,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--report-json", default=None, help="also write the table as JSON here")
     c.add_argument("--profile", choices=["dev", "ci", "thorough"], default=None,
                    help="Hypothesis profile (default: dev, or ci when CI=true)")
-    c.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
+    c.epilog = "Arguments after `--` are passed to pytest unchanged."
     c.set_defaults(func=cmd_check)
     ls = sub.add_parser("list", help="concepts, lessons, and which bundled impls provide them")
     ls.set_defaults(func=cmd_list)
@@ -127,9 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, extra = argv[:at], argv[at + 1:]
     args = build_parser().parse_args(argv)
-    if getattr(args, "pytest_args", None) and args.pytest_args[:1] == ["--"]:
-        args.pytest_args = args.pytest_args[1:]
+    args.pytest_args = extra
     return args.func(args)
 
 
