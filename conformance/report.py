@@ -155,9 +155,12 @@ class Results:
 _STYLE = {"passed": "green", "partial": "cyan", "failed": "bold red", "not implemented": "yellow", "skipped": "dim", "-": "dim"}
 
 
-def _cell_text(cell: Cell | None) -> str:
+def _cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     if cell is None:
         return "-"
+    c = CONCEPTS.get(concept)
+    if cell.status == "not implemented" and impl == "optimized" and c is not None and not c.has_optimized:
+        return "n/a (reference only)"
     if cell.status in ("passed", "partial"):
         extra = f", missing {', '.join(cell.not_implemented)}" if cell.not_implemented else ""
         skipped = f", {cell.skipped} skipped" if cell.skipped else ""
@@ -186,7 +189,7 @@ def print_table(results: Results, terminalreporter=None) -> None:
         for impl in results.impls:
             cell = results.cells.get((concept, impl))
             status = cell.status if cell else "-"
-            cells.append(f"[{_STYLE[status]}]{_cell_text(cell)}[/]")
+            cells.append(f"[{_STYLE[status]}]{_cell_text(cell, concept, impl)}[/]")
         table.add_row(concept, ", ".join(c.lessons) if c else "", *cells)
     console.print()
     console.print(table)
