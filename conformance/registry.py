@@ -22,6 +22,8 @@ class Concept:
     # Names checked when present but not required for the concept to pass (e.g. the tiled
     # reading form of attention, or the cache class next to the byte formula).
     optional: tuple[str, ...] = ()
+    # False where CONCEPTS.md's "optimized" column is "-": the reference is the whole concept.
+    has_optimized: bool = True
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -51,28 +53,28 @@ def concept(concept_id: str) -> Concept:
 GEN = "1 The generation loop"
 register(Concept(
     "model", "Tiny Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU)",
-    ("model.ModelConfig", "model.Transformer"), "docs/model.md",
-    lessons=("01.01", "01.04"), chapters=(1,), module=GEN))
+    ("model.ModelConfig", "model.Transformer", "model.save_weights", "model.load_weights"), "docs/model.md",
+    lessons=("01.01", "01.04"), chapters=(1,), module=GEN, has_optimized=False))
 register(Concept(
     "generate", "Prefill + decode with a KV cache",
     ("generate.generate", "generate.generate_uncached"), "docs/generate.md",
-    lessons=("01.02", "01.03", "03.01", "03.02"), chapters=(1,), module=GEN))
+    lessons=("01.02", "01.03", "03.01", "03.02"), chapters=(1,), module=GEN, has_optimized=False))
 register(Concept(
     "sampling", "Temperature, top-k, top-p, min-p, greedy, penalties, logit bias",
     ("sampling.sampling_probs", "sampling.sample"), "docs/sampling.md",
     lessons=("01.05",), chapters=(1,), module=GEN))
 register(Concept(
     "stopping", "EOS, max/min tokens, stop strings across token boundaries, held-back streaming",
-    ("stopping.StopChecker",), "docs/stopping.md",
+    ("stopping.StopParams", "stopping.StopChecker"), "docs/stopping.md",
     lessons=("01.06",), chapters=(1,), module=GEN))
 register(Concept(
     "kv_bytes", "KV-cache byte formula and context budget",
     ("kv_bytes.kv_cache_bytes",), "docs/kv_bytes.md", optional=("kv_bytes.KVCache",),
-    lessons=("01.08", "03.03", "03.05"), chapters=(1,), module=GEN))
+    lessons=("01.08", "03.03", "03.05"), chapters=(1,), module=GEN, has_optimized=False))
 register(Concept(
     "metrics", "Serving metrics: TTFT, TPOT, ITL, throughput, goodput, percentiles",
-    ("metrics.request_metrics", "metrics.summarize"), "docs/metrics.md",
-    lessons=("01.11", "04.09", "04.10", "04.11", "04.12"), module=GEN))
+    ("metrics.request_metrics", "metrics.summarize", "metrics.percentile"), "docs/metrics.md",
+    lessons=("01.11", "04.09", "04.10", "04.11", "04.12"), module=GEN, has_optimized=False))
 
 # --- 3 The KV cache -------------------------------------------------------------------------
 KV = "3 The KV cache"

@@ -2,4 +2,4 @@
 
 Signatures and docstrings here ARE the contract an implementation provides (see docs/).
 """
-from reference import attention, kv_bytes  # noqa: F401
+from reference import attention, kv_bytes, stopping, metrics, model, generate, sampling  # noqa: F401
