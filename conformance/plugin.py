@@ -44,6 +44,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # before any kernel module is imported (triton.jit reads it at decoration time).
     if not _cuda_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
+        # Spec tests use small tensors, for which intra-op threads cost far more than they save
+        # (a tiny model forward measured 50x slower with 2 threads on a busy 2-core machine).
+        # INFERSPEC_TORCH_THREADS overrides; timing scripts outside pytest keep torch's default.
+        import torch
+        torch.set_num_threads(int(os.environ.get("INFERSPEC_TORCH_THREADS", "1")))
     if config.getoption("hypothesis_profile", None) is None:
         profiles.load()
     specs = config.getoption("impl") or impl_specs_from_env() or list(BUNDLED)

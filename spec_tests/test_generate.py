@@ -25,15 +25,6 @@ pytestmark = pytest.mark.concept("generate")
 FLOAT64_ATOL = 1e-10
 
 
-@pytest.fixture(autouse=True)
-def _one_intra_op_thread():
-    """Tiny models: intra-op threads only add synchronisation (50x slower on a busy 2-core box)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _model(reference, case: GenCase, dtype, device="cpu"):
     """The reference model of ``case`` in ``dtype``: same float32-drawn weights in every dtype."""
     cfg = case.model.config(reference.get("model.ModelConfig"), dtype)

@@ -24,15 +24,6 @@ pytestmark = pytest.mark.concept("model")
 FLOAT64_ATOL = 1e-10   # float64 sums of a few hundred O(1) terms: ~1e-14 apart; 1e-10 is tight
 
 
-@pytest.fixture(autouse=True)
-def _one_intra_op_thread():
-    """Tiny models: intra-op threads only add synchronisation (50x slower on a busy 2-core box)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _reference_weights(reference, case: ModelCase) -> dict:
     cfg = case.config(reference.get("model.ModelConfig"), "float32")
     return reference.get("model.Transformer")(cfg, seed=case.seed).state_dict()
