@@ -24,7 +24,7 @@ _common = dict(
 settings.register_profile("dev", max_examples=25, **_common)
 settings.register_profile("ci", max_examples=40, derandomize=True, **_common)
 settings.register_profile("thorough", max_examples=500, **_common)
-settings.register_profile("mutants", max_examples=25, derandomize=True,
+settings.register_profile("mutants", max_examples=25, derandomize=True, report_multiple_bugs=False,
                           phases=(Phase.explicit, Phase.reuse, Phase.generate), database=None,
                           **_common)
 

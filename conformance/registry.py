@@ -83,6 +83,6 @@ register(Concept(
     ("attention.attention",), "docs/attention.md", optional=("attention.attention_tiled",),
     lessons=("03.02", "03.05", "05.07"), chapters=(2, 5), module=KV))
 register(Concept(
-    "flash_attention", "FlashAttention-2: varlen forward, backward and the nn.Module drop-in",
+    "flash_attention", "FlashAttention-2: forward + backward, varlen (packed) batches, nn.Module drop-in",
     ("attention.attention_varlen", "attention.FlashAttention"), "docs/flash_attention.md",
     lessons=("05.07",), chapters=(5,), module=KV))
