@@ -1,0 +1,57 @@
+"""Sampling (course 01.05): one ``sample`` call on 64 x 32,000 fp32 logits on the 2-core CPU.
+
+The reference sorts the vocabulary (twice: top-k, then top-p on the survivors); the optimized
+sampler never does: torch.topk selects the k + 1 largest for top-k (the rest works on those), a
+bucket histogram places the top-p threshold. Both draw by inverse CDF in token-id order.
+Logits: 4 * randn (LLM-like: top-1 probability ~0.27, top-p 0.9 keeps ~190 tokens).
+
+    python3 -m pytest spec_tests/bench/test_bench_sampling.py --benchmark-enable
+    PYTHONPATH=. python3 spec_tests/bench/sampling_speed.py      # the table in docs/sampling.md
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from optimized import sampling as fast
+from reference import sampling as ref
+from spec_tests.bench.floors import FLOORS
+from spec_tests.bench.sampling_speed import CONFIGS, make_logits
+
+X = make_logits(64, 32000, "peaked", "cpu")
+KEYS = {"T0.7 top-k 50 top-p 0.9": "sampling.cpu_64x32000_topk50_topp09",
+        "top-p 0.9": "sampling.cpu_64x32000_topp09"}
+
+
+def run(module, config: str) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(0)
+    return module.sample(X, ref.SamplingParams(**CONFIGS[config]), gen)
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_bench_sampling_optimized(benchmark, config):
+    benchmark(run, fast, config)
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_bench_sampling_reference(benchmark, config):
+    benchmark.pedantic(run, args=(ref, config), rounds=3, iterations=1)
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_speedup_over_reference(config):
+    """Reference and optimized timed alternately in one run, best of 3 each; same support."""
+    params = ref.SamplingParams(**CONFIGS[config])
+    assert torch.equal(fast.sampling_probs(X, params) > 0, ref.sampling_probs(X, params) > 0)
+    best = {"ref": float("inf"), "fast": float("inf")}
+    for _ in range(3):
+        for name, module in (("ref", ref), ("fast", fast)):
+            t0 = time.perf_counter()
+            run(module, config)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    ratio = best["ref"] / best["fast"]
+    print(f"\nsampling {config}, 64 x 32000: reference {best['ref'] * 1e3:.1f} ms, "
+          f"optimized {best['fast'] * 1e3:.1f} ms, speedup {ratio:.1f}x")
+    assert ratio >= FLOORS[KEYS[config]], best
