@@ -1,29 +1,12 @@
 """Chunked prefill that gives every chunk a fresh cache (the cache is created inside the chunk
 loop): each chunk sees only itself, with positions restarting at 0, and decode sees only the last
 chunk. Right whenever the prompt fits one chunk."""
-import torch
-
-from reference.generate import _sample, check_generate_inputs, generate_uncached, greedy  # noqa: F401
+from conformance.mutants._source_mutant import plant
 
 TARGET = "generate"
 
-
-@torch.no_grad()
-def generate(model, prompt_tokens, max_new_tokens, *, sample_fn=None, generator=None, prefill_chunk_size=None):
-    batch, prompt_len = check_generate_inputs(model, prompt_tokens, max_new_tokens, sample_fn, prefill_chunk_size)
-    if max_new_tokens == 0:
-        return generate_uncached(model, prompt_tokens, 0)
-    sample_fn = sample_fn or greedy
-    chunk = prefill_chunk_size or prompt_len
-    for start in range(0, prompt_len, chunk):
-        cache = model.new_cache(batch, prompt_len + max_new_tokens - 1)      # BUG: one per chunk
-        logits = model(prompt_tokens[:, start:start + chunk], cache=cache)
-    step_logits = logits[:, -1]
-    tokens, all_logits = [], []
-    for step in range(max_new_tokens):
-        token = _sample(sample_fn, step_logits, generator, model.config.vocab_size)
-        tokens.append(token)
-        all_logits.append(step_logits)
-        if step + 1 < max_new_tokens:
-            step_logits = model(token[:, None], cache=cache)[:, -1]
-    return torch.stack(tokens, dim=1), torch.stack(all_logits, dim=1)
+globals().update({k: v for k, v in vars(plant(
+    "reference/generate.py",
+    '    for start in range(0, prompt_len, chunk):                          # prefill\n',
+    '    for start in range(0, prompt_len, chunk):                          # prefill\n        cache = model.new_cache(batch, prompt_len + max_new_tokens - 1)\n',
+    "generate__chunk_fresh_cache")).items() if not k.startswith("__")})
