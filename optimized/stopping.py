@@ -13,22 +13,15 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from reference.stopping import Step, StopParams, check_vocab, pending_length  # noqa: F401
+from reference.stopping import Step, StopParams, check_checker_inputs, pending_length  # noqa: F401
 
 
 class StopChecker:
     """See ``reference.stopping.StopChecker``."""
 
     def __init__(self, params: StopParams, vocab: Mapping[int, bytes] | Sequence[bytes]):
-        if not isinstance(params, StopParams):
-            raise TypeError(f"params must be a StopParams, got {type(params).__name__}")
         self.params = params
-        self._vocab = check_vocab(vocab)
-        if params.eos_token_id is not None and params.eos_token_id not in self._vocab:
-            raise ValueError(f"eos_token_id {params.eos_token_id} is not in the vocab")
-        unknown = [t for t in params.stop_token_ids if t not in self._vocab]
-        if unknown:
-            raise ValueError(f"stop_token_ids {unknown} are not in the vocab")
+        self._vocab = check_checker_inputs(params, vocab)
         self._stop = tuple(dict.fromkeys(params.stop))
         self._keep = max((len(s) for s in self._stop), default=1) - 1  # window of old text to keep
         self._prefixes = {s[:k] for s in self._stop for k in range(1, len(s))}

@@ -206,20 +206,27 @@ def first_stop_match(text: str, stop: Sequence[str], after: int) -> tuple[int, s
     return start, s
 
 
+def check_checker_inputs(params: StopParams, vocab) -> dict[int, bytes]:
+    """Validate a StopChecker's arguments (shared by every implementation); returns the vocab as
+    a dict. Raises TypeError/ValueError naming the argument."""
+    if not isinstance(params, StopParams):
+        raise TypeError(f"params must be a StopParams, got {type(params).__name__}")
+    checked = check_vocab(vocab)
+    if params.eos_token_id is not None and params.eos_token_id not in checked:
+        raise ValueError(f"eos_token_id {params.eos_token_id} is not in the vocab")
+    unknown = [t for t in params.stop_token_ids if t not in checked]
+    if unknown:
+        raise ValueError(f"stop_token_ids {unknown} are not in the vocab")
+    return checked
+
+
 class StopChecker:
     """Decides, token by token, when generation ends and which text is safe to stream
     (module docstring, 1.-6.)."""
 
     def __init__(self, params: StopParams, vocab: Mapping[int, bytes] | Sequence[bytes]):
-        if not isinstance(params, StopParams):
-            raise TypeError(f"params must be a StopParams, got {type(params).__name__}")
         self.params = params
-        self._vocab = check_vocab(vocab)
-        if params.eos_token_id is not None and params.eos_token_id not in self._vocab:
-            raise ValueError(f"eos_token_id {params.eos_token_id} is not in the vocab")
-        unknown = [t for t in params.stop_token_ids if t not in self._vocab]
-        if unknown:
-            raise ValueError(f"stop_token_ids {unknown} are not in the vocab")
+        self._vocab = check_checker_inputs(params, vocab)
         self._data = b""          # bytes of the text-bearing tokens so far
         self._shown = 0           # characters of text emitted so far
         self._final: str | None = None
