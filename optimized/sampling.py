@@ -4,23 +4,28 @@ vocabulary.
 Every filter of the pinned order keeps an upper set of the scaled logits z, so a row's kept set is
 {t : z_t >= v} for one threshold v. This module finds v without a vocab-wide sort:
 
-* fast path (every row sampled, 1 <= top_k <= KMAX_FAST, top_k < vocab): ``torch.topk`` selects
-  the k + 1 largest logits (a partial selection; on CUDA optionally in two stages, per chunk then
-  merged). The (k+1)-th value tells whether a tie crosses the k-th place (then the row takes the
-  general path). Top-p, min-p and the draw then work on those <= k candidates only: on CUDA in
-  one fused Triton kernel per batch (``_fused_tail``), elsewhere in a handful of (batch, k) ops.
-* general path: top-p (and top-k > KMAX_FAST) by a one-level bucket select. Weights (probability
-  mass for top-p, 1 for top-k) are summed per bucket of z with ``scatter_add``; the bucket where
-  the cumulative weight crosses the target is found from the (batch, NB) histogram; only that
-  bucket's members (few) are sorted to place the threshold exactly, ties kept together.
+* fast path (temperature > 0, 1 <= top_k <= KMAX_FAST, top_k < vocab): select the k + 1 largest
+  logits through chunk maxima (``_topk``: two small topks of ~sqrt(vocab * k) elements instead of
+  one over the vocabulary). The (k+1)-th value tells whether a tie crosses the k-th place (then
+  the row takes the general path, so ties stay exact). Temperature, top-p on the survivors,
+  min-p and the draw then work on those <= k candidates only: on CUDA in one fused Triton kernel
+  per batch (``optimized/_sampling_triton.py``), elsewhere in ~30 (batch, k) torch ops.
+* general path (top-p without top-k, top_k > KMAX_FAST): a one-level bucket select. Weights
+  (probability mass for top-p, 1 for top-k) are summed per bucket of z with ``scatter_add_``; the
+  bucket where the cumulative weight crosses the target comes from the (batch, NB) histogram;
+  only that bucket's members (typically 10-150 per row) are gathered and sorted to place v
+  exactly, ties kept together. On the CPU it uses float 0/1 masks (``torch.where`` branches on a
+  random mask), an 8-flags-at-a-time nonzero and reused scratch buffers.
 * the draw is the reference's inverse CDF in token-id order (one float64 uniform per row, no
-  ``torch.multinomial``), over the <= k candidates on the fast path.
+  ``torch.multinomial``); ``sampling_probs`` normalises with the reference's softmax over the
+  kept set.
 
 Numbers: docs/sampling.md (spec_tests/bench/sampling_speed.py).
 """
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 
@@ -38,10 +43,27 @@ from reference.sampling import (  # noqa: F401  (SamplingParams re-exported: sam
 
 KMAX_FAST = 256          # top_k up to this takes the topk fast path
 NB = 1024                # buckets of the general path's select
-TOPK_CHUNK = 0           # CUDA: two-stage topk with chunks of this length (0: one torch.topk)
+TOPK_CHUNK = None        # topk via chunk maxima, chunks of this many logits (None: sqrt(vocab/k); 0: off)
 FUSED = "auto"           # the Triton tail: "auto" (on CUDA), True, False
 FUSED_KMAX = 128         # the fused tail handles k + 1 <= this
 ROW_BLOCK = 64           # CPU: rows per block of the general path (bounds its temporaries)
+CDF_CHUNK = 256          # the draw's two-level inverse CDF: chunk length
+
+
+_WS = threading.local()
+
+
+def _buf(name: str, shape, dtype, device) -> torch.Tensor:
+    """A reusable scratch tensor for the CPU general path (fresh multi-MB allocations page-fault
+    on every call there); never returned to the caller. Elsewhere a plain ``torch.empty``."""
+    device = torch.device(device)
+    if device.type != "cpu":
+        return torch.empty(shape, dtype=dtype, device=device)
+    bufs = _WS.__dict__.setdefault("bufs", {})
+    t = bufs.get(name)
+    if t is None or t.shape != tuple(shape) or t.dtype != dtype:
+        t = bufs[name] = torch.empty(shape, dtype=dtype)
+    return t
 
 
 # ----------------------------------------------------------------------------- steps 1-2
@@ -114,25 +136,31 @@ def _row_status(m: torch.Tensor) -> torch.Tensor:
 def _topk(x: torch.Tensor, kq: int, chunk: int | None = None):
     """The kq largest values per row, sorted descending, with their token ids (NaN sorts first).
 
-    With ``chunk`` (default: TOPK_CHUNK on CUDA, none elsewhere) in two stages: the kq largest of
-    every chunk of the row, then the kq largest of those. The multiset of the kq largest values
-    is the same; ids may differ only inside a tie, which the caller's tie check handles."""
-    batch, vocab = x.shape
+    Through chunk maxima: the row is cut into n chunks of L logits (strided, x[:, i*n + c] for
+    chunk c, so the maxima are a vectorised reduction); the kq chunks with the largest maxima hold
+    the row's kq largest values (those kq maxima are distinct logits >= the kq-th largest chunk
+    maximum, and every chunk with a larger maximum is among them), so a topk over their kq * L
+    logits is exact: the same sorted values; ids can differ only among equal values, and a tie
+    that crosses the k-th place sends the row to the general path anyway. A NaN makes its chunk's
+    maximum NaN, so it is selected and still sorts first. Two topks of ~sqrt(vocab * kq)
+    elements replace one of vocab (torch.topk costs ~10 ns per element on the CPU).
+    ``chunk``: L (default TOPK_CHUNK; None = sqrt(vocab / kq); 0 = one plain torch.topk)."""
+    b, vocab = x.shape
+    chunk = TOPK_CHUNK if chunk is None else chunk
     if chunk is None:
-        chunk = TOPK_CHUNK if x.is_cuda else 0
-    if not (chunk and vocab >= 2 * chunk and kq <= chunk):
+        chunk = max(4, int(math.sqrt(vocab / kq)))
+    n = vocab // chunk if chunk else 0
+    if n < 4 * kq:
         return torch.topk(x, kq, dim=1)
-    n = vocab // chunk
-    main = x[:, :n * chunk].reshape(batch, n, chunk)
-    v1, i1 = torch.topk(main, kq, dim=2)
-    i1 = i1 + (torch.arange(n, device=x.device) * chunk)[None, :, None]
-    vals, ids = v1.reshape(batch, -1), i1.reshape(batch, -1)
-    if n * chunk < vocab:
-        rest = x[:, n * chunk:]
-        v2, i2 = torch.topk(rest, min(kq, rest.shape[1]), dim=1)
-        vals, ids = torch.cat([vals, v2], 1), torch.cat([ids, i2 + n * chunk], 1)
-    v, j = torch.topk(vals, kq, dim=1)
-    return v, ids.gather(1, j)
+    main = x[:, :n * chunk].reshape(b, chunk, n)                            # chunk c = main[:, :, c]
+    best = torch.topk(main.amax(dim=1), kq, dim=1).indices                  # (b, kq) chunks
+    cand = main.gather(2, best[:, None, :].expand(b, chunk, kq)).reshape(b, chunk * kq)
+    ids = (torch.arange(chunk, device=x.device)[None, :, None] * n + best[:, None, :]).reshape(b, chunk * kq)
+    if n * chunk < vocab:                                                    # the ragged end
+        cand = torch.cat([cand, x[:, n * chunk:]], dim=1)
+        ids = torch.cat([ids, torch.arange(n * chunk, vocab, device=x.device).expand(b, -1)], dim=1)
+    vals, j = torch.topk(cand, kq, dim=1)
+    return vals, ids.gather(1, j)
 
 
 def _select(z: torch.Tensor, w: torch.Tensor, target: torch.Tensor, tail: float | None,
@@ -155,10 +183,10 @@ def _select(z: torch.Tensor, w: torch.Tensor, target: torch.Tensor, tail: float 
     else:                                             # counting (top-k): the smallest finite z
         lo = torch.where(z == -math.inf, torch.zeros_like(z), z).amin(dim=1)
     scale = (NB - 0.5) / (-lo).clamp_min(1e-30)
-    key = z * (-scale)[:, None]                       # in [0, NB - 0.5] when nothing is clipped
-    if clipped:
+    key = torch.mul(z, (-scale)[:, None], out=_buf("keyf", z.shape, z.dtype, z.device))
+    if clipped:                                       # else already in [0, NB - 0.5]
         key.clamp_(0, NB - 1)
-    key = key.to(torch.int64 if z.is_cuda else torch.int32)   # CPU: int32 halves the traffic
+    key = _buf("key", z.shape, torch.int64, z.device).copy_(key)
     hist = torch.zeros(b, NB, dtype=w.dtype, device=z.device).scatter_add_(1, key, w)
     incl = hist.cumsum(dim=1)
     if relative:
@@ -166,7 +194,7 @@ def _select(z: torch.Tensor, w: torch.Tensor, target: torch.Tensor, tail: float 
     star = (incl < target[:, None]).sum(dim=1).clamp_(max=NB - 1)
     above = torch.where(star > 0, incl.gather(1, (star - 1).clamp(min=0)[:, None])[:, 0],
                         torch.zeros_like(target))
-    r, c = _nonzero_2d(key == star.to(key.dtype)[:, None])
+    r, c = _nonzero_2d(torch.eq(key, star[:, None], out=_buf("member", z.shape, torch.bool, z.device)))
     count = torch.bincount(r, minlength=b)
     width_m = int(count.max())
     start = torch.cumsum(count, 0) - count
@@ -197,21 +225,22 @@ def _nonzero_2d(mask: torch.Tensor):
 
 
 # ----------------------------------------------------------------------------- general path
-def _general_weights(x: torch.Tensor, rows_t: dict, host: dict) -> torch.Tensor:
-    """Unnormalised kept weights w (b, vocab) for rows with T > 0, any top_k/top_p/min_p."""
+def _general_weights(x: torch.Tensor, rows_t: dict, host: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(w, z) for rows with T > 0, any top_k/top_p/min_p: w = exp(z) on the kept set, 0
+    elsewhere (unnormalised); both are scratch buffers, valid until the next call."""
     b, vocab = x.shape
     m = x.amax(dim=1)
     _raise_bad(_row_status(m))
-    z = x - m[:, None]                                # max z = 0 exactly, as the reference's
+    z = torch.sub(x, m[:, None], out=_buf("z", x.shape, x.dtype, x.device))   # max z = 0 exactly
     if any(t != 1 for t in host["temperature"]):
-        z = z / rows_t["temperature"][:, None]
-    e = torch.exp(z)
+        z.div_(rows_t["temperature"][:, None])        # (x - m) / T, as the reference rounds it
+    e = torch.exp(z, out=_buf("e", x.shape, x.dtype, x.device))
     v = None
     ks = [kk if 0 < kk < vocab else 0 for kk in host["top_k"]]
     if any(ks):
         small = [kk for kk in ks if kk]
         if max(small) <= KMAX_FAST:
-            top = torch.topk(z, max(small), dim=1).values
+            top = _topk(z, max(small))[0]
             kk = torch.tensor([max(kk, 1) for kk in ks], device=z.device)
             vk = top.gather(1, (kk - 1)[:, None])[:, 0]
         else:
@@ -219,7 +248,7 @@ def _general_weights(x: torch.Tensor, rows_t: dict, host: dict) -> torch.Tensor:
             vk = _select(z, torch.ones_like(z), target, None)
         on = torch.tensor([kk > 0 for kk in ks], device=z.device)
         v = torch.where(on, vk, torch.full_like(vk, -math.inf))
-    w = e if v is None else _mask(z, v).mul_(e)
+    w = e if v is None else _mask(z, v, "w").mul_(e)
     if any(p < 1 for p in host["top_p"]):
         p = rows_t["top_p"]
         frac = torch.where(p < 1, p, torch.zeros_like(p))        # p = 1: a cheap no-op
@@ -227,27 +256,44 @@ def _general_weights(x: torch.Tensor, rows_t: dict, host: dict) -> torch.Tensor:
         vp = torch.where(p < 1, vp, torch.full_like(vp, -math.inf))
         v = vp if v is None else torch.maximum(v, vp)
     if v is not None:
-        w = _mask(z, v).mul_(e)
+        w = _mask(z, v, "w").mul_(e)
     if any(q > 0 for q in host["min_p"]):
-        w = w.mul_(_mask(e, rows_t["min_p"])) if w is not e else e * _mask(e, rows_t["min_p"])
-    return w
+        w = w.mul_(_mask(e, rows_t["min_p"], "w2")) if w is not e else _mask(e, rows_t["min_p"], "w").mul_(e)
+    return w, z
 
 
-def _mask(a: torch.Tensor, thr: torch.Tensor) -> torch.Tensor:
+def _mask(a: torch.Tensor, thr: torch.Tensor, name: str) -> torch.Tensor:
     """(a >= thr per row) as 0/1 in a's dtype: a float mask and a product are branch-free
     (torch.where on a random mask costs 3-5x more on the CPU)."""
-    return torch.ge(a, thr[:, None], out=torch.empty_like(a))
+    return torch.ge(a, thr[:, None], out=_buf(name, a.shape, a.dtype, a.device))
 
 
 def _inverse_cdf(w: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """Reference's draw on unnormalised weights in token-id order (scale-free): the first t with
-    cumsum(w)_t > u * total, by binary search; if rounding leaves none, the last positive t."""
-    c = torch.cumsum(w, dim=1)
-    target = u.to(w.dtype) * c[:, -1]
+    cumsum(w)_t > u * total; if rounding leaves none, the last positive t. Long rows go in two
+    levels (sums of CDF_CHUNK-token chunks, then one chunk's cumsum) instead of a full cumsum."""
+    b, vocab = w.shape
+    n = vocab // CDF_CHUNK
+    if vocab % CDF_CHUNK or n < 4:
+        c = torch.cumsum(w, dim=1, out=_buf("cdf", w.shape, w.dtype, w.device))
+        return _first_above(c, w, u.to(w.dtype) * c[:, -1])
+    chunks = w.view(b, n, CDF_CHUNK)
+    sums = chunks.sum(dim=2)                                                 # (b, n)
+    cs = sums.cumsum(dim=1)
+    target = u.to(w.dtype) * cs[:, -1]
+    ci = _first_above(cs, sums, target)
+    before = torch.where(ci > 0, cs.gather(1, (ci - 1).clamp(min=0)[:, None])[:, 0], torch.zeros_like(target))
+    part = chunks.gather(1, ci[:, None, None].expand(b, 1, CDF_CHUNK))[:, 0]  # (b, CDF_CHUNK)
+    j = _first_above(part.cumsum(dim=1) + before[:, None], part, target)
+    return ci * CDF_CHUNK + j
+
+
+def _first_above(c: torch.Tensor, w: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The first position with c > target (c non-decreasing), else the last with w > 0."""
     idx = torch.searchsorted(c, target[:, None], right=True)[:, 0]
-    over = idx >= w.shape[1]
+    over = idx >= c.shape[1]
     if bool(over.any()):
-        last = w.shape[1] - 1 - (w.flip(1) > 0).to(torch.int8).argmax(dim=1)
+        last = c.shape[1] - 1 - (w.flip(1) > 0).to(torch.int8).argmax(dim=1)
         idx = torch.where(over, last, idx)
     return idx
 
@@ -276,10 +322,10 @@ def _fast_tail_torch(vals, ids, rows_t, k, u):
     keep = cand & (z >= v) & (e >= rows_t["min_p"][:, None])
     w = torch.where(keep, e, torch.zeros_like(e))
     if u is None:
-        return None, status, w
+        return None, status, (w, z)
     sids, perm = torch.sort(ids, dim=1)
     tokens = sids.gather(1, _inverse_cdf(w.gather(1, perm), u)[:, None])[:, 0]
-    return tokens, status, w
+    return tokens, status, (w, z)
 
 
 def _fast(x: torch.Tensor, rows_t: dict, host: dict, u: torch.Tensor | None):
@@ -349,8 +395,7 @@ def _weights_or_tokens(x: torch.Tensor, rows: Rows, u: torch.Tensor | None):
         if not any(status_h):
             if u is not None:
                 return tokens
-            ids, w = extra
-            return torch.zeros_like(x).scatter_(1, ids, w / w.sum(dim=1, keepdim=True))
+            return _dense_probs(vocab, *extra)
         fast_done = (tokens, status_h, extra)
     if len(general) == batch:
         return _general(x, rows, general, u)
@@ -382,16 +427,26 @@ def _weights_or_tokens(x: torch.Tensor, rows: Rows, u: torch.Tensor | None):
             if u is not None:
                 out[rsel] = tokens[ksel]
             else:
-                ids, w = extra
-                w = w[ksel]
-                dense = torch.zeros(len(ok), vocab, dtype=x.dtype, device=x.device)
-                dense.scatter_(1, ids[ksel], w / w.sum(dim=1, keepdim=True))
-                out[rsel] = dense
+                ids, (w, zc) = extra
+                out[rsel] = _dense_probs(vocab, ids[ksel], (w[ksel], zc[ksel]))
     if general:
         general.sort()
         sel = torch.tensor(general, device=x.device)
         out[sel] = _general(x[sel], rows, general, None if u is None else u[sel], sel)
     return out
+
+
+def _softmax_kept(z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """probs = softmax(z over the kept set), the reference's own normalisation (a kept token
+    whose exp underflowed has w = 0 and probability 0 either way)."""
+    return torch.softmax(torch.where(w > 0, z, -math.inf), dim=1)
+
+
+def _dense_probs(vocab: int, ids: torch.Tensor, wz) -> torch.Tensor:
+    """Fast-path candidates -> dense (b, vocab) probabilities (softmax over the kept set)."""
+    w, zc = wz
+    z = torch.full((ids.shape[0], vocab), -math.inf, dtype=zc.dtype, device=zc.device)
+    return torch.softmax(z.scatter_(1, ids, torch.where(w > 0, zc, -math.inf)), dim=1)
 
 
 def _general(x, rows, idx, u, sel=None):
@@ -402,8 +457,8 @@ def _general(x, rows, idx, u, sel=None):
     for s in range(0, x.shape[0], step):
         part = idx[s:s + step]
         psel = None if sel is None and len(part) == x.shape[0] else torch.tensor(part, device=x.device)
-        w = _general_weights(x[s:s + step], *_sub(rows, psel, part))
-        outs.append(_inverse_cdf(w, u[s:s + step]) if u is not None else w / w.sum(dim=1, keepdim=True))
+        w, z = _general_weights(x[s:s + step], *_sub(rows, psel, part))
+        outs.append(_inverse_cdf(w, u[s:s + step]) if u is not None else _softmax_kept(z, w))
     return outs[0] if len(outs) == 1 else torch.cat(outs)
 
 

@@ -144,9 +144,9 @@ def contenders(device, name, kw, x, gen):
                     opt.TOPK_CHUNK, opt.FUSED = saved
             return run
         if kw.get("top_k"):
-            for chunk in (0, 2048, 8192):
-                for fused in (True, False):
-                    runs[f"optimized chunk={chunk} fused={fused}"] = variant(chunk, fused)
+            for chunk in (None, 0):             # topk via chunk maxima (auto size) / plain torch.topk
+                for fused in (True, False):     # the Triton tail / torch ops
+                    runs[f"optimized chunk={'auto' if chunk is None else chunk} fused={fused}"] = variant(chunk, fused)
             runs["torch.topk(51) alone"] = lambda: torch.topk(x, 51, dim=1)
         runs["torch.sort alone"] = lambda: torch.sort(x, dim=1, descending=True)
         runs["torch.multinomial alone"] = lambda: torch.multinomial(torch.softmax(x, -1), 1, generator=gen)
@@ -167,7 +167,7 @@ def main(argv=None) -> int:
     device = args.device
     batch = args.batch or (256 if device == "cuda" else 64)
     vocab = args.vocab or (128256 if device == "cuda" else 32000)
-    rounds = args.rounds or (50 if device == "cuda" else 15)
+    rounds = args.rounds or (50 if device == "cuda" else 25)
     info = dict(device=device, batch=batch, vocab=vocab, rounds=rounds, torch=torch.__version__,
                 threads=torch.get_num_threads(), machine=platform.processor() or platform.machine(),
                 cmd="PYTHONPATH=. python3 " + " ".join([os.path.relpath(__file__)] + sys.argv[1:]))
@@ -175,6 +175,7 @@ def main(argv=None) -> int:
         info["gpu"] = torch.cuda.get_device_name()
         import triton
         info["triton"] = triton.__version__
+    load_before = list(os.getloadavg())
     print(json.dumps(info))
     correctness = check_correctness(device, vocab)
     print("correctness:", json.dumps(correctness, indent=1))
@@ -195,7 +196,8 @@ def main(argv=None) -> int:
             med = {k: statistics.median(v) for k, v in times.items()}
             for k, v in med.items():
                 results.append(dict(dist=dist, config=name, impl=k, median_ms=v,
-                                    min_ms=min(times[k]), vs_reference=med["reference (sort)"] / v))
+                                    min_ms=min(times[k]), vs_reference=med["reference (sort)"] / v,
+                                    times_ms=[round(t, 4) for t in times[k]]))
     width = max(len(r["impl"]) for r in results)
     print(f"\n{device} {batch} x {vocab} fp32, median of {rounds} alternating rounds")
     print(f"| logits | sampler | {'implementation':<{width}} | median ms | min ms | speedup vs reference |")
@@ -203,6 +205,9 @@ def main(argv=None) -> int:
     for r in results:
         print(f"| {r['dist']} | {r['config']} | {r['impl']:<{width}} | {r['median_ms']:.3f} | "
               f"{r['min_ms']:.3f} | {r['vs_reference']:.1f}x |")
+    info["loadavg_before"] = load_before
+    info["loadavg_after"] = list(os.getloadavg())
+    print("load average before / after:", load_before, info["loadavg_after"])
     payload = dict(info=info, correctness=correctness, results=results)
     paths = [args.json] if args.json else []
     if os.environ.get("OUT"):
