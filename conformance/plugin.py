@@ -29,6 +29,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="write the per-concept report as JSON")
     g.addoption("--no-report", action="store_true", help="do not print the per-concept table")
     g.addoption("--run-slow", action="store_true", help="also run the cases marked slow")
+    g.addoption("--first-failure-per-concept", action="store_true",
+                help="once a concept has failed for an implementation, skip its remaining tests "
+                     "for that implementation (the verdict is already 'failed'; used by the "
+                     "mutant power run)")
 
 
 def _cuda_available() -> bool:
@@ -147,6 +151,16 @@ def pytest_runtest_logreport(report) -> None:
     config = _CONFIG[0] if _CONFIG else None
     if config is not None and hasattr(report, "inferspec_concept"):
         config.stash[RESULTS].record(report)
+        if report.failed and report.inferspec_impl is not None:
+            _FAILED.add((report.inferspec_concept, report.inferspec_impl))
+
+
+_FAILED: set[tuple[str, str]] = set()
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.config.getoption("first_failure_per_concept") and (concept_of(item), impl_of(item)) in _FAILED:
+        pytest.skip("this concept already failed for this implementation")
 
 
 _CONFIG: list[pytest.Config] = []

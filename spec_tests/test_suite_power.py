@@ -23,8 +23,8 @@ def mutant_report(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("mutants") / "report.json"
     targets = sorted({target_of(f) for f in files})
     cmd = [sys.executable, "-m", "pytest", str(ROOT / "spec_tests"), "-q", "-p", "no:cacheprovider",
-           "--hypothesis-profile=mutants", "--no-report", "--report-json", str(out),
-           "--concept", ",".join(targets), "-x" if False else "--maxfail=100000",
+           "--hypothesis-profile=mutants", "--no-report", "--first-failure-per-concept", "--report-json", str(out),
+           "--concept", ",".join(targets),
            "--ignore", str(ROOT / "spec_tests" / "test_suite_power.py"), "--ignore", str(ROOT / "spec_tests" / "bench")]
     for f in files:
         cmd += ["--impl", str(f)]
