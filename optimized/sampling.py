@@ -34,11 +34,9 @@ from reference.sampling import (  # noqa: F401  (SamplingParams re-exported: sam
     SamplingParams,
     check_generator,
     check_logits,
+    check_sampling_inputs,
     check_uniforms,
-    compute_dtype,
     draw_uniforms,
-    resolve_params,
-    token_lists,
 )
 
 KMAX_FAST = 256          # top_k up to this takes the topk fast path
@@ -69,12 +67,8 @@ def _buf(name: str, shape, dtype, device) -> torch.Tensor:
 # ----------------------------------------------------------------------------- steps 1-2
 def _prepare(logits, params, prompt_tokens, output_tokens):
     """Validate (shared checks of the reference) and apply penalties and bias, batched."""
-    check_logits(logits)
+    dtype, rows, prompt, output = check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
     batch, vocab = logits.shape
-    dtype = compute_dtype(logits.dtype)
-    rows = resolve_params(params, batch, vocab, dtype, logits.device)
-    prompt = token_lists(prompt_tokens, "prompt_tokens", batch, vocab)
-    output = token_lists(output_tokens, "output_tokens", batch, vocab)
     x = logits.detach()
     x = x if x.dtype == dtype else x.to(dtype)
     h = rows.host

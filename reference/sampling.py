@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple
 
 import torch
 
@@ -293,14 +293,21 @@ def apply_logit_bias(x: torch.Tensor, rows: Rows) -> torch.Tensor:
     return x if rows.logit_bias is None else x + rows.logit_bias
 
 
-def processed_logits(logits, params, prompt_tokens=None, output_tokens=None) -> tuple[torch.Tensor, Rows]:
-    """Validate everything and apply steps 1-2: returns ``(x, rows)``, x in the compute dtype."""
+def check_sampling_inputs(logits, params, prompt_tokens=None, output_tokens=None):
+    """Validate logits, per-row parameters and seen tokens (shared by every implementation):
+    returns ``(dtype, rows, prompt, output)`` with ``dtype`` the compute dtype."""
     check_logits(logits)
     batch, vocab = logits.shape
     dtype = compute_dtype(logits.dtype)
     rows = resolve_params(params, batch, vocab, dtype, logits.device)
     prompt = token_lists(prompt_tokens, "prompt_tokens", batch, vocab)
     output = token_lists(output_tokens, "output_tokens", batch, vocab)
+    return dtype, rows, prompt, output
+
+
+def processed_logits(logits, params, prompt_tokens=None, output_tokens=None) -> tuple[torch.Tensor, Rows]:
+    """Validate everything and apply steps 1-2: returns ``(x, rows)``, x in the compute dtype."""
+    dtype, rows, prompt, output = check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
     x = logits.detach().to(dtype)
     if bool(torch.isnan(x).any()):
         raise ValueError(f"logits contain NaN (row {int(torch.isnan(x).any(1).nonzero()[0])})")
