@@ -15,6 +15,7 @@ from conformance.registry import CONCEPTS
 IMPLS = pytest.StashKey[list]()
 REFERENCE = pytest.StashKey[Implementation]()
 RESULTS = pytest.StashKey[report.Results]()
+CONCEPT_FILTER = pytest.StashKey[set]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -74,7 +75,7 @@ def pytest_configure(config: pytest.Config) -> None:
     unknown = [c for c in concepts if c not in CONCEPTS and c != "suite"]
     if unknown:
         raise pytest.UsageError(f"--concept: unknown {unknown}; known: {sorted(CONCEPTS)}")
-    config._inferspec_concepts = set(concepts)
+    config.stash[CONCEPT_FILTER] = set(concepts)
     config.stash[RESULTS] = report.Results([i.name for i in impls])
     config.addinivalue_line("markers", "concept(id): concept of a spec test")
 
@@ -118,7 +119,7 @@ def impl_of(item: pytest.Item) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    wanted = config._inferspec_concepts
+    wanted = config.stash[CONCEPT_FILTER]
     if wanted:
         keep = [it for it in items if concept_of(it) in wanted]
         drop = [it for it in items if concept_of(it) not in wanted]
@@ -151,16 +152,13 @@ def pytest_runtest_logreport(report) -> None:
     config = _CONFIG[0] if _CONFIG else None
     if config is not None and hasattr(report, "inferspec_concept"):
         config.stash[RESULTS].record(report)
-        if report.failed and report.inferspec_impl is not None:
-            _FAILED.add((report.inferspec_concept, report.inferspec_impl))
-
-
-_FAILED: set[tuple[str, str]] = set()
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.config.getoption("first_failure_per_concept") and (concept_of(item), impl_of(item)) in _FAILED:
-        pytest.skip("this concept already failed for this implementation")
+    if item.config.getoption("first_failure_per_concept"):
+        cell = item.config.stash[RESULTS].cells.get((concept_of(item), impl_of(item)))
+        if cell is not None and cell.failed:
+            pytest.skip("this concept already failed for this implementation")
 
 
 _CONFIG: list[pytest.Config] = []

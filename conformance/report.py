@@ -56,14 +56,14 @@ def _skip_reason(report) -> str:
 
 def _failure_of(report) -> Failure:
     text = report.longreprtext or ""
-    error = ""
+    # pytest prefixes the exception lines with "E   "; strip it to read Hypothesis's notes.
+    plain = [re.sub(r"^E\s{0,11}", "", l) if l.startswith("E ") or l == "E" else l for l in text.splitlines()]
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
         error = crash.message
     else:
-        lines = [l for l in text.splitlines() if l.startswith("E ")]
-        error = lines[0][1:].strip() if lines else text.strip().splitlines()[-1:] and text.strip().splitlines()[-1]
-    plain = [re.sub(r"^E\s{0,11}", "", l) if l.startswith("E ") or l == "E" else l for l in text.splitlines()]
+        e_lines = [p for l, p in zip(text.splitlines(), plain) if l.startswith("E ")]
+        error = e_lines[0] if e_lines else (text.strip().splitlines() or [""])[-1]
     example = ""
     for i, line in enumerate(plain):
         if line.lstrip().startswith("Falsifying"):
