@@ -19,12 +19,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from _pytest.outcomes import Skipped
+import pytest
 
 BUNDLED = ("reference", "optimized")
 
 
-class NotImplementedInImpl(Skipped):
+class NotImplementedInImpl(pytest.skip.Exception):
     """Raised when contract names do not resolve or a stub raises ``NotImplementedError``.
 
     It is pytest's skip outcome, so pytest reports the test as skipped with reason
@@ -109,7 +109,14 @@ class Implementation:
         return [n for n in names if self.resolve(n) is None]
 
     def get(self, name: str) -> Any:
-        """Resolve one name or raise :class:`NotImplementedInImpl` (the plugin turns it into a skip)."""
+        """Resolve one name or raise :class:`NotImplementedInImpl` (the plugin turns it into a skip).
+
+        ``name`` must be a contract name of a registered concept (``reference/X.py``'s ``__all__``
+        or ``__optional__``): a typo in a test is an error, never a silent "not implemented"."""
+        from conformance.registry import all_contract_names
+        if name not in all_contract_names():
+            raise LookupError(f"{name!r} is not a contract name of any concept "
+                              "(reference/<concept>.py __all__ / __optional__)")
         obj = self.resolve(name)
         if obj is None:
             raise NotImplementedInImpl(self.name, [name])
@@ -170,6 +177,10 @@ def load_implementation(spec: str, name: str | None = None) -> Implementation:
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"impl: expected a module name or a path, got {spec!r}")
     spec = spec.strip()
+    from conformance import mutants
+    if spec.startswith(mutants.PREFIX):
+        cid, mname = mutants.parse_spec(spec)
+        return Implementation(name=name or mutants.impl_id(cid, mname), module=mutants.load(cid, mname), spec=spec)
     if _looks_like_path(spec):
         path = Path(spec)
         if not path.exists():

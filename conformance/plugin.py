@@ -1,29 +1,40 @@
-"""The pytest plugin: ``--impl``, ``--concept``, ``--report-json``, the ``impl`` fixture and the
-per-concept report. Registered by the repository's root ``conftest.py`` (and by ``inferspec
-check`` with ``-p conformance.plugin`` when the package is installed without its repository)."""
+"""The pytest plugin: ``--impl``, ``--concept``, ``--report-json``, the ``impl`` fixture, the
+consistency checks and the per-concept report. Registered by the repository's root ``conftest.py``
+(and by ``inferspec check`` with ``-p conformance.plugin`` when installed without the repository).
+
+A test's concept is the package it lives in (``spec_tests/attention/test_x.py`` -> ``attention``);
+tests elsewhere may name one with ``@pytest.mark.concept("id")``. Tests in ``spec_tests/suite``
+(the suite's own tests), ``spec_tests/bundled`` (internals of the bundled implementations) and
+``spec_tests/bench`` never run against a submission given with ``--impl``.
+"""
 from __future__ import annotations
 
+import ast
+import functools
 import os
 import shlex
+from pathlib import Path
 
 import pytest
 
 from conformance import profiles, report
 from conformance.loader import BUNDLED, Implementation, impl_specs_from_env, load_implementation
-from conformance.registry import CONCEPTS
+from conformance.registry import CONCEPTS, NOT_CONCEPTS, SPEC_DIR, all_contract_names, problems
 
 IMPLS = pytest.StashKey[list]()
 REFERENCE = pytest.StashKey[Implementation]()
 RESULTS = pytest.StashKey[report.Results]()
 CONCEPT_FILTER = pytest.StashKey[set]()
+EXPLICIT_IMPLS = pytest.StashKey[bool]()
+SUITE = "suite"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("inferspec", "inferspec conformance")
     g.addoption("--impl", action="append", default=[], metavar="MODULE_OR_PATH",
-                help="implementation to check: a module name or a .py file/package path; "
-                     "repeatable; default $INFERSPEC_IMPL (comma-separated) or the bundled "
-                     "'reference' and 'optimized'")
+                help="implementation to check: a module name, a .py file/package path or "
+                     "mutant:<concept>.<name>; repeatable; default $INFERSPEC_IMPL "
+                     "(comma-separated) or the bundled 'reference' and 'optimized'")
     g.addoption("--concept", action="append", default=[], metavar="ID",
                 help="only these concepts (repeatable or comma-separated); see `inferspec list`")
     g.addoption("--report-json", default=None, metavar="PATH",
@@ -54,9 +65,20 @@ def pytest_configure(config: pytest.Config) -> None:
         # INFERSPEC_TORCH_THREADS overrides; timing scripts outside pytest keep torch's default.
         import torch
         torch.set_num_threads(int(os.environ.get("INFERSPEC_TORCH_THREADS", "1")))
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from conformance import triton_interpreter
+        triton_interpreter.apply()
     if config.getoption("hypothesis_profile", None) is None:
         profiles.load()
-    specs = config.getoption("impl") or impl_specs_from_env() or list(BUNDLED)
+    config.addinivalue_line("markers", "concept(id): concept of a test outside spec_tests/<id>/")
+    config.addinivalue_line("markers", "bundled: tests internals of the bundled implementations")
+    bad = problems()
+    if bad and os.environ.get("INFERSPEC_WIP") == "1":  # TEMPORARY during the layout migration
+        bad = []
+    if bad:
+        raise pytest.UsageError("inferspec: the concept registry is inconsistent:\n  " + "\n  ".join(bad))
+    explicit = config.getoption("impl") or impl_specs_from_env()
+    specs = explicit or list(BUNDLED)
     impls, seen = [], set()
     for spec in specs:
         try:
@@ -68,24 +90,48 @@ def pytest_configure(config: pytest.Config) -> None:
         seen.add(impl.name)
         impls.append(impl)
     config.stash[IMPLS] = impls
+    config.stash[EXPLICIT_IMPLS] = bool(explicit)
     config.stash[REFERENCE] = load_implementation("reference")
     concepts = []
     for raw in config.getoption("concept"):
         concepts += [c.strip() for c in raw.split(",") if c.strip()]
-    unknown = [c for c in concepts if c not in CONCEPTS and c != "suite"]
+    unknown = [c for c in concepts if c not in CONCEPTS and c != SUITE]
     if unknown:
-        raise pytest.UsageError(f"--concept: unknown {unknown}; known: {sorted(CONCEPTS)}")
+        raise pytest.UsageError(f"--concept: unknown {unknown}; known: {list(CONCEPTS)}")
     config.stash[CONCEPT_FILTER] = set(concepts)
     config.stash[RESULTS] = report.Results([i.name for i in impls])
-    config.addinivalue_line("markers", "concept(id): concept of a spec test")
+    config.pluginmanager.register(_Session(config), "inferspec-session")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    impls = config.stash.get(IMPLS, [])
     from hypothesis import settings
+    impls = config.stash.get(IMPLS, [])
     return [f"inferspec: checking {', '.join(f'{i.name} ({i.spec})' for i in impls)}; "
-            f"hypothesis profile {settings._current_profile}; "
+            f"hypothesis profile {settings.get_current_profile_name()}; "
             f"triton interpreter {'on' if os.environ.get('TRITON_INTERPRET') == '1' else 'off'}"]
+
+
+def _folder_of(path: Path) -> str | None:
+    """The spec_tests/ subfolder a test file lives in, or None outside spec_tests/."""
+    try:
+        rel = path.resolve().relative_to(SPEC_DIR)
+    except ValueError:
+        return None
+    return rel.parts[0] if len(rel.parts) > 1 else None
+
+
+def _declared_concept(node) -> str | None:
+    m = node.get_closest_marker("concept")
+    return m.args[0] if m else None
+
+
+def concept_of(item) -> str:
+    """The concept of a test: its package under spec_tests/, else its ``concept`` marker, else
+    ``suite``."""
+    folder = _folder_of(Path(str(item.path)))
+    if folder is not None and folder not in NOT_CONCEPTS:
+        return folder
+    return _declared_concept(item) or SUITE
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -106,11 +152,6 @@ def device() -> str:
     return "cuda" if _cuda_available() else "cpu"
 
 
-def concept_of(item: pytest.Item) -> str:
-    m = item.get_closest_marker("concept")
-    return m.args[0] if m else "suite"
-
-
 def impl_of(item: pytest.Item) -> str | None:
     cs = getattr(item, "callspec", None)
     if cs is not None and "impl" in cs.params:
@@ -118,63 +159,107 @@ def impl_of(item: pytest.Item) -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    wanted = config.stash[CONCEPT_FILTER]
-    if wanted:
-        keep = [it for it in items if concept_of(it) in wanted]
-        drop = [it for it in items if concept_of(it) not in wanted]
+@functools.lru_cache(maxsize=None)
+def _names_asked(path: str) -> tuple[tuple[str, str, int], ...]:
+    """(receiver, contract name, line) for every ``impl.get("x.y")``-style call in a test file:
+    receivers ``impl`` / ``reference``, methods get / resolve / provides / missing."""
+    tree = ast.parse(Path(path).read_text(), path)
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "resolve", "provides", "missing")
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("impl", "reference")):
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    out.append((node.func.value.id, arg.value, node.lineno))
+    return tuple(out)
+
+
+def _consistency_errors(items: list[pytest.Item]) -> list[str]:
+    """Tests whose concept is unknown, or that ask for names outside their concept's contract."""
+    known = all_contract_names()
+    errors, files = [], {}
+    for it in items:
+        declared = _declared_concept(it)
+        if declared is not None and declared not in CONCEPTS:
+            errors.append(f"{it.nodeid}: marked with unknown concept {declared!r} (known: {', '.join(CONCEPTS)})")
+        folder = _folder_of(Path(str(it.path)))
+        if folder is not None and declared is not None and folder not in NOT_CONCEPTS and declared != folder:
+            errors.append(f"{it.nodeid}: lives in spec_tests/{folder}/ but is marked concept {declared!r}")
+        files.setdefault(str(it.path), concept_of(it))
+    for path, cid in files.items():
+        if not path.endswith(".py"):
+            continue
+        for receiver, name, line in _names_asked(path):
+            where = f"{os.path.relpath(path)}:{line}"
+            if name not in known:
+                errors.append(f"{where}: {receiver}.get({name!r}) is not a contract name "
+                              "(reference/<concept>.py __all__ / __optional__)")
+            elif receiver == "impl" and cid in CONCEPTS and known[name] != cid:
+                errors.append(f"{where}: a test of concept {cid!r} asks the implementation for "
+                              f"{name!r}, a name of concept {known[name]!r}")
+    return errors
+
+
+class _Session:
+    """Per-run hooks that need the config (kept on the instance: no module-global state)."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        errors = _consistency_errors(items)
+        if errors:
+            raise pytest.UsageError("inferspec: tests disagree with the registry:\n  " + "\n  ".join(errors))
+        wanted = config.stash[CONCEPT_FILTER]
+        submission = config.stash[EXPLICIT_IMPLS]
+        keep, drop = [], []
+        for it in items:
+            folder = _folder_of(Path(str(it.path)))
+            internal = folder in NOT_CONCEPTS
+            if (wanted and concept_of(it) not in wanted) or (submission and internal):
+                drop.append(it)
+            else:
+                keep.append(it)
         if drop:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
-    cuda = _cuda_available()
-    from hypothesis import settings
-    slow_ok = config.getoption("run_slow") or settings._current_profile == "thorough"
-    for it in items:
-        if "gpu" in it.keywords and not cuda:
-            it.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (none here); runs natively on the H200"))
-        if "slow" in it.keywords and not slow_ok:
-            it.add_marker(pytest.mark.skip(reason="slow: use --run-slow or --hypothesis-profile=thorough"))
+        cuda = _cuda_available()
+        from hypothesis import settings
+        slow_ok = config.getoption("run_slow") or settings.get_current_profile_name() == "thorough"
+        for it in items:
+            if "gpu" in it.keywords and not cuda:
+                it.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (none here); runs natively on the H200"))
+            if "slow" in it.keywords and not slow_ok:
+                it.add_marker(pytest.mark.skip(reason="slow: use --run-slow or --hypothesis-profile=thorough"))
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call):
+        rep = yield
+        rep.inferspec_concept = concept_of(item)
+        rep.inferspec_impl = impl_of(item)
+        if rep.failed and call.excinfo is not None:
+            spec = next((i.spec for i in self.config.stash[IMPLS] if i.name == rep.inferspec_impl), None)
+            cmd = ["pytest", item.nodeid] + (["--impl", spec] if spec else [])
+            rep.sections.append(("inferspec: reproduce", "paste to reproduce:\n    " + shlex.join(cmd)))
+        return rep
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call):
-    rep = yield
-    rep.inferspec_concept = concept_of(item)
-    rep.inferspec_impl = impl_of(item)
-    if rep.failed and call.excinfo is not None:
-        spec = next((i.spec for i in item.config.stash[IMPLS] if i.name == rep.inferspec_impl), None)
-        cmd = ["pytest", item.nodeid] + (["--impl", spec] if spec else [])
-        rep.sections.append(("inferspec: reproduce", "paste to reproduce:\n    " + shlex.join(cmd)))
-    return rep
+    def pytest_runtest_logreport(self, report) -> None:
+        if hasattr(report, "inferspec_concept"):
+            self.config.stash[RESULTS].record(report)
 
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.config.getoption("first_failure_per_concept"):
+            cell = self.config.stash[RESULTS].cells.get((concept_of(item), impl_of(item)))
+            if cell is not None and cell.failed:
+                pytest.skip("this concept already failed for this implementation")
 
-def pytest_runtest_logreport(report) -> None:
-    config = _CONFIG[0] if _CONFIG else None
-    if config is not None and hasattr(report, "inferspec_concept"):
-        config.stash[RESULTS].record(report)
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if item.config.getoption("first_failure_per_concept"):
-        cell = item.config.stash[RESULTS].cells.get((concept_of(item), impl_of(item)))
-        if cell is not None and cell.failed:
-            pytest.skip("this concept already failed for this implementation")
-
-
-_CONFIG: list[pytest.Config] = []
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _CONFIG[:] = [session.config]
-
-
-def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
-    results = config.stash.get(RESULTS, None)
-    if results is None:
-        return
-    path = config.getoption("report_json")
-    if path:
-        results.write_json(path)
-    if not config.getoption("no_report") and results.any():
-        report.print_table(results, terminalreporter)
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
+        results = config.stash.get(RESULTS, None)
+        if results is None:
+            return
+        path = config.getoption("report_json")
+        if path:
+            results.write_json(path)
+        if not config.getoption("no_report") and results.any():
+            report.print_table(results, terminalreporter)

@@ -1,88 +1,171 @@
-"""The concept registry: one entry per concept of ../shared/CONCEPTS.md that the suite specifies.
+"""The concept registry, discovered: a concept is a package ``spec_tests/X/`` whose ``__init__.py``
+declares ``CONCEPT = ConceptInfo(...)``. Nothing else lists concepts.
 
-A concept names the contract (the functions and classes an implementation must provide, as
-``module.name``), its docs page and the course lessons it covers. Lesson ids are
-``module.lesson`` from the "Inference Engineering" outline; ``ch`` are chapter numbers of the
-"Inference engines" outline. Ids are stable: reports and mutants refer to them.
+For concept ``X`` everything lives in four places, named by the id once (the folder name):
+
+    reference/X.py     the contract: ``__all__`` lists the required names, ``__optional__`` the
+                       names checked when an implementation provides them
+    optimized/X.py     the fast counterpart, when there is one (same names)
+    spec_tests/X/      metadata (``__init__.py``), strategies, oracles, ``test_*.py``, ``mutants.py``
+    docs/X.md          the page (its contract table is generated: ``inferspec docs``)
+
+Contract names are qualified by the concept's module: ``attention.attention``. Lesson ids are
+``module.lesson`` of the "Inference Engineering" outline; ``chapters`` are those of "Inference
+engines". :func:`problems` lists every way the pieces disagree; the plugin refuses to run while
+there is one.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC_DIR = ROOT / "spec_tests"
+DOCS_DIR = ROOT / "docs"
+# Folders of spec_tests/ that are not concepts: the suite's own tests, tests of the bundled
+# implementations' internals, benchmarks.
+NOT_CONCEPTS = ("suite", "bundled", "bench")
+MIN_MUTANTS = 3
+
+
+@dataclass(frozen=True)
+class ConceptInfo:
+    """What ``spec_tests/X/__init__.py`` declares about concept X (its id is the folder name)."""
+    title: str
+    lessons: tuple[str, ...] = ()
+    chapters: tuple[int, ...] = ()
+    module: str = ""  # the course module heading, e.g. "3 The KV cache"
+    # Names of reference/X.py that implementations may import from the reference (plain data
+    # types such as SamplingParams): vocabulary, not behaviour to implement.
+    vocabulary: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Concept:
     id: str
     title: str
-    contract: tuple[str, ...]
-    docs: str
+    contract: tuple[str, ...]          # required, qualified: "attention.attention"
+    optional: tuple[str, ...] = ()     # qualified too
+    vocabulary: tuple[str, ...] = ()   # bare names in reference/<id>.py
     lessons: tuple[str, ...] = ()
     chapters: tuple[int, ...] = ()
-    module: str = field(default="")  # course module heading, for docs/index.md and `inferspec list`
-    # Names checked when present but not required for the concept to pass (e.g. the tiled
-    # reading form of attention, or the cache class next to the byte formula).
-    optional: tuple[str, ...] = ()
-    # False where CONCEPTS.md's "optimized" column is "-": the reference is the whole concept.
-    has_optimized: bool = True
+    module: str = ""
+    has_optimized: bool = False
+    docs: str = field(default="")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every contract name, required then optional."""
+        return self.contract + self.optional
 
     @property
     def modules(self) -> tuple[str, ...]:
-        """The reference modules the contract lives in (``attention`` for ``attention.sdpa``)."""
-        return tuple(dict.fromkeys(name.split(".")[0] for name in self.contract))
+        return (self.id,)
 
 
-CONCEPTS: dict[str, Concept] = {}
+def _concept_packages() -> Iterator[tuple[str, object]]:
+    import spec_tests
+    for info in pkgutil.iter_modules(spec_tests.__path__):
+        if info.ispkg and info.name not in NOT_CONCEPTS and not info.name.startswith("_"):
+            yield info.name, importlib.import_module(f"spec_tests.{info.name}")
 
 
-def register(c: Concept) -> Concept:
-    if c.id in CONCEPTS:
-        raise ValueError(f"concept {c.id!r} registered twice")
-    CONCEPTS[c.id] = c
-    return c
+def _qualified(cid: str, names) -> tuple[str, ...]:
+    return tuple(f"{cid}.{n}" for n in names)
+
+
+def _build(cid: str, info: ConceptInfo) -> Concept:
+    ref = importlib.import_module(f"reference.{cid}")
+    return Concept(
+        id=cid, title=info.title,
+        contract=_qualified(cid, getattr(ref, "__all__", ())),
+        optional=_qualified(cid, getattr(ref, "__optional__", ())),
+        vocabulary=tuple(info.vocabulary), lessons=tuple(info.lessons), chapters=tuple(info.chapters),
+        module=info.module, has_optimized=(ROOT / "optimized" / f"{cid}.py").exists(),
+        docs=f"docs/{cid}.md")
+
+
+class _Registry(Mapping):
+    """id -> Concept, discovered on first use, ordered by first course lesson."""
+
+    def __init__(self):
+        self._concepts: dict[str, Concept] | None = None
+        self._errors: list[str] = []
+
+    def _load(self) -> dict[str, Concept]:
+        if self._concepts is None:
+            found, errors = {}, []
+            for cid, pkg in _concept_packages():
+                info = getattr(pkg, "CONCEPT", None)
+                if not isinstance(info, ConceptInfo):
+                    if any((SPEC_DIR / cid).glob("test_*.py")):
+                        errors.append(f"spec_tests/{cid}/__init__.py: declares no CONCEPT = ConceptInfo(...)")
+                    continue
+                try:
+                    found[cid] = _build(cid, info)
+                except ModuleNotFoundError as exc:
+                    if exc.name != f"reference.{cid}":
+                        raise
+                    errors.append(f"concept {cid!r}: no reference module reference/{cid}.py")
+            order = sorted(found, key=lambda c: (found[c].lessons[:1] or ("99",), c))
+            self._concepts = {c: found[c] for c in order}
+            self._errors = errors
+        return self._concepts
+
+    def __getitem__(self, key: str) -> Concept:
+        return self._load()[key]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+    def discovery_errors(self) -> list[str]:
+        self._load()
+        return list(self._errors)
+
+
+CONCEPTS = _Registry()
 
 
 def concept(concept_id: str) -> Concept:
     try:
         return CONCEPTS[concept_id]
     except KeyError:
-        known = ", ".join(sorted(CONCEPTS))
-        raise KeyError(f"unknown concept {concept_id!r}; known: {known}") from None
+        raise KeyError(f"unknown concept {concept_id!r}; known: {', '.join(CONCEPTS)}") from None
 
 
-# --- 1 The generation loop ------------------------------------------------------------------
-GEN = "1 The generation loop"
-register(Concept(
-    "model", "Tiny Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU)",
-    ("model.ModelConfig", "model.Transformer", "model.save_weights", "model.load_weights"), "docs/model.md",
-    lessons=("01.01", "01.04"), chapters=(1,), module=GEN, has_optimized=False))
-register(Concept(
-    "generate", "Prefill + decode with a KV cache",
-    ("generate.generate", "generate.generate_uncached"), "docs/generate.md",
-    lessons=("01.02", "01.03", "03.01", "03.02"), chapters=(1,), module=GEN, has_optimized=False))
-register(Concept(
-    "sampling", "Temperature, top-k, top-p, min-p, greedy, penalties, logit bias",
-    ("sampling.sampling_probs", "sampling.sample"), "docs/sampling.md",
-    lessons=("01.05",), chapters=(1,), module=GEN))
-register(Concept(
-    "stopping", "EOS, max/min tokens, stop strings across token boundaries, held-back streaming",
-    ("stopping.StopParams", "stopping.StopChecker"), "docs/stopping.md",
-    lessons=("01.06",), chapters=(1,), module=GEN))
-register(Concept(
-    "kv_bytes", "KV-cache byte formula and context budget",
-    ("kv_bytes.kv_cache_bytes",), "docs/kv_bytes.md", optional=("kv_bytes.KVCache",),
-    lessons=("01.08", "03.03", "03.05"), chapters=(1,), module=GEN, has_optimized=False))
-register(Concept(
-    "metrics", "Serving metrics: TTFT, TPOT, ITL, throughput, goodput, percentiles",
-    ("metrics.request_metrics", "metrics.summarize", "metrics.percentile"), "docs/metrics.md",
-    lessons=("01.11", "04.09", "04.10", "04.11", "04.12"), module=GEN, has_optimized=False))
+def all_contract_names() -> dict[str, str]:
+    """Every qualified contract name -> its concept id."""
+    return {name: c.id for c in CONCEPTS.values() for name in c.names}
 
-# --- 3 The KV cache -------------------------------------------------------------------------
-KV = "3 The KV cache"
-register(Concept(
-    "attention", "Scaled dot-product attention: MHA/MQA/GQA, causal, sliding window, lse, tiled",
-    ("attention.attention",), "docs/attention.md", optional=("attention.attention_tiled",),
-    lessons=("03.02", "03.05", "05.07"), chapters=(2, 5), module=KV))
-register(Concept(
-    "flash_attention", "FlashAttention-2: forward + backward, varlen (packed) batches, nn.Module drop-in",
-    ("attention.attention_varlen", "attention.FlashAttention"), "docs/flash_attention.md",
-    lessons=("05.07",), chapters=(5,), module=KV))
+
+def problems() -> list[str]:
+    """Every disagreement between a concept's pieces (empty when consistent)."""
+    from conformance import mutants
+
+    out = CONCEPTS.discovery_errors()
+    for c in CONCEPTS.values():
+        ref = importlib.import_module(f"reference.{c.id}")
+        if not c.contract:
+            out.append(f"reference/{c.id}.py: __all__ is empty or missing (it is the contract)")
+        for name in (*getattr(ref, "__all__", ()), *getattr(ref, "__optional__", ()), *c.vocabulary):
+            if not hasattr(ref, name):
+                out.append(f"reference/{c.id}.py: contract/vocabulary name {name!r} is not defined there")
+        if DOCS_DIR.is_dir() and not (DOCS_DIR / f"{c.id}.md").exists():
+            out.append(f"concept {c.id!r}: no docs page docs/{c.id}.md")
+        if not (SPEC_DIR / c.id / "mutants.py").exists():
+            out.append(f"concept {c.id!r}: no spec_tests/{c.id}/mutants.py (its planted bugs)")
+            continue
+        try:
+            table = mutants.table(c.id)
+        except Exception as exc:  # a broken mutants.py is a problem to report, not a crash
+            out.append(f"spec_tests/{c.id}/mutants.py: {type(exc).__name__}: {exc}")
+            continue
+        if len(table) < MIN_MUTANTS:
+            out.append(f"spec_tests/{c.id}/mutants.py: {len(table)} mutants, at least {MIN_MUTANTS} required")
+    return out

@@ -31,12 +31,12 @@ from __future__ import annotations
 import math
 import os
 
-import numpy as np
 import torch
 
-from reference.attention import (check_attention_inputs, check_varlen_inputs)
 from reference.attention import attention as _reference_attention
-from reference.attention import attention_varlen as _reference_attention_varlen
+from reference.attention import check_attention_inputs
+from reference.flash_attention import attention_varlen as _reference_attention_varlen
+from reference.flash_attention import check_varlen_inputs
 
 try:  # Triton is optional: without it everything takes the PyTorch path.
     import triton
@@ -49,66 +49,6 @@ LOG2E = 1.4426950408889634
 KERNEL_DTYPES = (torch.float16, torch.bfloat16)
 NONE = 1 << 30  # an unbounded window reach (see _reach)
 
-
-def _patch_interpreter_bf16_dot() -> None:
-    """Triton 3.6's interpreter stores bfloat16 as raw uint16 and its ``tl.dot`` multiplies those
-    integers. Widen bfloat16 tiles to float32 first (exact, as the tensor cores do), so CPU runs
-    of the kernel compute what the GPU computes. Idempotent; touches only the interpreter."""
-    from triton.runtime import interpreter as interp
-    builder = interp.InterpreterBuilder
-    if getattr(builder.create_dot, "_bf16_widened", False):
-        return
-    original = builder.create_dot
-
-    def widen(t):
-        if t.dtype.scalar != tl.bfloat16:
-            return t
-        data = interp._convert_float(t.data, tl.bfloat16, tl.float32, None).view(np.float32)
-        return interp.TensorHandle(data, tl.float32)
-
-    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        return original(self, widen(a), widen(b), d, input_precision, max_num_imprecise_acc)
-
-    create_dot._bf16_widened = True
-    builder.create_dot = create_dot
-
-
-def _patch_interpreter_nested_calls() -> None:
-    """Triton 3.6's interpreter re-patches the whole ``triton.language`` namespace (an
-    ``inspect.getmembers`` sweep, ~2.5 ms) on *every* call of a @triton.jit helper, although the
-    launch that is running already patched it for the same globals. Skip that redundant work for
-    helpers defined next to the running kernel: about a third of the interpreter's time here.
-    Semantics are unchanged (the launch's own patch is the one in force and is restored by it)."""
-    from triton.runtime import interpreter as interp
-    if getattr(interp.GridExecutor.__call__, "_tracks_globals", False):
-        return
-    active: list = []
-    launch = interp.GridExecutor.__call__
-    device_call = interp.InterpretedFunction.__call__
-
-    def grid_call(self, *args, **kwargs):
-        active.append(self.fn.__globals__)
-        try:
-            return launch(self, *args, **kwargs)
-        finally:
-            active.pop()
-
-    def helper_call(self, *args, **kwargs):
-        if not active or self.fn.__globals__ is not active[-1]:
-            return device_call(self, *args, **kwargs)
-        try:
-            return self.rewrite()(*args, **kwargs)
-        except Exception as e:
-            raise interp.InterpreterError(repr(e)) from e
-
-    grid_call._tracks_globals = True
-    interp.GridExecutor.__call__ = grid_call
-    interp.InterpretedFunction.__call__ = helper_call
-
-
-if triton is not None and INTERPRET:
-    _patch_interpreter_bf16_dot()
-    _patch_interpreter_nested_calls()
 
 if triton is not None:
 
@@ -610,7 +550,7 @@ def attention(q, k, v, *, causal: bool = False, window: int | None = None,
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = False,
                      window: int | None = None, scale: float | None = None, return_lse: bool = False):
-    """reference.attention.attention_varlen (packed sequences), computed by the same kernels."""
+    """reference.flash_attention.attention_varlen (packed sequences), computed by the same kernels."""
     check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, window, scale)
     if not kernel_supports(q) or min(q.numel(), k.numel()) == 0:
         return _reference_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=causal,

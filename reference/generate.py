@@ -29,6 +29,9 @@ from typing import Callable
 
 import torch
 
+__all__ = ["generate", "generate_uncached"]  # the contract: what an implementation must provide
+__optional__ = []  # checked when an implementation provides them
+
 
 def greedy(logits: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
     """argmax over the last dimension; exact ties go to the lowest token id."""

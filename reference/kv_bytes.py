@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import torch
 
+from reference._checks import check_int
+
+__all__ = ["kv_cache_bytes"]  # the contract: what an implementation must provide
+__optional__ = ["KVCache"]  # checked when an implementation provides them
+
 
 def _positive_int(name: str, value, allow_zero: bool = False) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value}")
-    return value
+    return check_int(name, value, minimum=0 if allow_zero else 1)
 
 
 def element_bytes(dtype: torch.dtype) -> int:

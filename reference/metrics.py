@@ -41,6 +41,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Real
 
+__all__ = ["request_metrics", "summarize", "percentile"]  # the contract: what an implementation must provide
+__optional__ = []  # checked when an implementation provides them
+
 DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 
 

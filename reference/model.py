@@ -46,6 +46,9 @@ from torch import nn
 from reference.attention import attention as reference_attention
 from reference.kv_bytes import KVCache
 
+__all__ = ["ModelConfig", "Transformer", "save_weights", "load_weights"]  # the contract: what an implementation must provide
+__optional__ = []  # checked when an implementation provides them
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 

@@ -58,6 +58,9 @@ from typing import Any, Mapping, NamedTuple
 
 import torch
 
+__all__ = ["sampling_probs", "sample"]  # the contract: what an implementation must provide
+__optional__ = []  # checked when an implementation provides them
+
 FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 Rowwise = Any  # a Python number, a sequence of batch numbers, or a 0-d / 1-d tensor
 

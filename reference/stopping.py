@@ -64,6 +64,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+__all__ = ["StopParams", "StopChecker"]  # the contract: what an implementation must provide
+__optional__ = []  # checked when an implementation provides them
+
 FINISH_REASONS = ("stop", "length")
 
 

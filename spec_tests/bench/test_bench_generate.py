@@ -18,7 +18,6 @@ import torch
 from spec_tests.bench.floors import FLOORS
 from spec_tests.bench.kv_cache_speedup import bench_model, bench_prompt, time_pair
 
-pytestmark = pytest.mark.concept("generate")
 
 LONG = 256          # new tokens of the floor's "long output"
 

@@ -1,0 +1,153 @@
+"""Planted bugs, one format: each concept's ``spec_tests/X/mutants.py`` holds a table ``MUTANTS``.
+
+A mutant is one of
+
+``Patch(name, doc, file, old, new)``
+    a source patch of a real module of the repository (``reference/X.py``, ``optimized/X.py``):
+    ``old`` must occur in ``file`` exactly once (so a mutant can never silently turn back into
+    the correct code when the source changes). The patched text is executed as a fresh module
+    (its source registered in ``linecache``, so ``triton.jit`` and the Triton interpreter see the
+    mutated kernels); the mutant provides that module's contract names.
+``Replace(name, doc, names, base="reference")``
+    a small implementation, where a patch cannot express the bug: ``names`` maps contract names
+    (bare, e.g. ``"attention"``) to objects; every other contract name comes from ``base``.
+
+:func:`load` turns ``("attention", "causal_off_by_one")`` into a module the harness checks like
+any submission; as an ``--impl`` it is spelled ``mutant:attention.causal_off_by_one``::
+
+    pytest --impl mutant:attention.causal_off_by_one --concept attention
+
+The suite's power test (``spec_tests/suite/test_suite_power.py``) reads every table and requires
+each mutant to make its own concept fail.
+"""
+from __future__ import annotations
+
+import importlib
+import linecache
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.registry import CONCEPTS, ROOT
+
+PREFIX = "mutant:"
+
+
+@dataclass(frozen=True)
+class Patch:
+    name: str
+    doc: str
+    file: str   # relative to the repository root
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Replace:
+    name: str
+    doc: str
+    names: dict[str, Any] = field(default_factory=dict)
+    base: str = "reference"
+
+
+Mutant = Patch | Replace
+
+
+def table(concept_id: str) -> list[Mutant]:
+    """The ``MUTANTS`` table of ``spec_tests/<concept_id>/mutants.py`` (validated)."""
+    module = importlib.import_module(f"spec_tests.{concept_id}.mutants")
+    rows = list(getattr(module, "MUTANTS", None) or [])
+    seen = set()
+    for m in rows:
+        if not isinstance(m, (Patch, Replace)):
+            raise TypeError(f"MUTANTS holds {m!r}: each entry must be a Patch or a Replace")
+        if not m.name.isidentifier() or m.name in seen:
+            raise ValueError(f"mutant name {m.name!r}: must be a unique identifier")
+        if not m.doc.strip():
+            raise ValueError(f"mutant {m.name!r}: doc must say what bug it plants")
+        seen.add(m.name)
+    return rows
+
+
+def all_mutants() -> list[tuple[str, Mutant]]:
+    return [(cid, m) for cid in CONCEPTS for m in table(cid)]
+
+
+def impl_id(concept_id: str, name: str) -> str:
+    """The mutant's column name in reports: ``<concept>__<name>``."""
+    return f"{concept_id}__{name}"
+
+
+def spec(concept_id: str, name: str) -> str:
+    return f"{PREFIX}{concept_id}.{name}"
+
+
+def find(concept_id: str, name: str) -> Mutant:
+    for m in table(concept_id):
+        if m.name == name:
+            return m
+    known = ", ".join(m.name for m in table(concept_id))
+    raise ValueError(f"no mutant {name!r} in spec_tests/{concept_id}/mutants.py; known: {known}")
+
+
+def patched_source(m: Patch) -> str:
+    source = (ROOT / m.file).read_text()
+    count = source.count(m.old)
+    if count != 1:
+        raise AssertionError(f"mutant {m.name}: its text occurs {count} times in {m.file}, expected exactly once:\n{m.old}")
+    return source.replace(m.old, m.new)
+
+
+def _exec_patched(concept_id: str, m: Patch) -> types.ModuleType:
+    module_name = f"inferspec_mutant_{impl_id(concept_id, m.name)}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    text = patched_source(m)
+    filename = str(ROOT / f"{m.file}<mutant {m.name}>")  # unique, never on disk
+    linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    module = types.ModuleType(module_name, f"mutant {concept_id}.{m.name}: {m.doc}")
+    module.__file__ = filename
+    sys.modules[module_name] = module
+    try:
+        exec(compile(text, filename, "exec"), module.__dict__)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module
+
+
+def load(concept_id: str, name: str) -> types.ModuleType:
+    """The mutant as a module providing concept ``concept_id``'s contract names."""
+    c = CONCEPTS[concept_id]
+    m = find(concept_id, name)
+    bare = [n.split(".", 1)[1] for n in c.names] + list(c.vocabulary)
+    out = types.ModuleType(f"inferspec_{impl_id(concept_id, name)}", f"mutant {concept_id}.{name}: {m.doc}")
+    if isinstance(m, Patch):
+        source = _exec_patched(concept_id, m)
+        missing = [n for n in c.contract if not hasattr(source, n.split(".", 1)[1])]
+        if missing:
+            raise ValueError(f"mutant {concept_id}.{m.name}: {m.file} does not define {missing}; "
+                             "patch the module that holds the contract names")
+    else:
+        source = importlib.import_module(f"{m.base}.{concept_id}")
+        unknown = sorted(set(m.names) - set(bare))
+        if unknown:
+            raise ValueError(f"mutant {concept_id}.{m.name}: {unknown} are not contract names of {concept_id}")
+    for n in bare:
+        if hasattr(source, n):
+            setattr(out, n, getattr(source, n))
+    if isinstance(m, Replace):
+        for n, obj in m.names.items():
+            setattr(out, n, obj)
+    return out
+
+
+def parse_spec(text: str) -> tuple[str, str]:
+    """``mutant:attention.causal_off_by_one`` -> ("attention", "causal_off_by_one")."""
+    body = text[len(PREFIX):]
+    cid, _, name = body.partition(".")
+    if cid not in CONCEPTS or not name:
+        raise ValueError(f"--impl {text}: expected mutant:<concept>.<name> with a known concept "
+                         f"({', '.join(CONCEPTS)})")
+    return cid, name

@@ -1,0 +1,352 @@
+"""FlashAttention-2 (course 05.07): a tiled, IO-aware kernel that must compute exactly attention.
+
+The contract is attention's (reference/attention.py) in two more forms: the packed
+``attention.attention_varlen`` (total_tokens, heads, head_dim) with cumulative sequence lengths,
+and ``attention.FlashAttention``, the nn.Module a transformer layer calls. Forward AND backward
+are specified. Every floating comparison follows DESIGN's rule against a float64 oracle (the
+reference run in float64, itself checked against a brute force in test_attention.py): outputs
+and lse within 2x the reference's own error in the same dtype + the rounding floor, gradients
+(dq, dk, dv by autograd) within 3x.
+
+The sweep is FlashAttention's own: ragged lengths, q_len != kv_len both ways (bottom-right
+causal), sliding windows, GQA ratios 1/2/4/8, fully masked rows, packed batches with empty
+sequences. On CPU the optimized implementation runs its real Triton kernels under the
+interpreter, so these cases are small (plus three odd lengths, 113 and 203); the long ones
+(up to 2049) run natively on a GPU (``gpu``) or on CPU with ``--run-slow``.
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import example, given, settings, strategies as st
+
+from spec_tests.attention.strategies import AttnCase, attn_cases
+from conformance.strategies import randn
+from spec_tests.flash_attention.strategies import VarlenCase, varlen_cases
+from conformance.tolerance import assert_close_to_oracle, assert_metamorphic
+
+
+LOW = ("float16", "bfloat16")
+
+
+def _scaled(n: int) -> int:
+    """``n`` examples under the dev profile (25), scaled with the loaded profile (ci, thorough)."""
+    return max(1, round(n * settings().max_examples / 25))
+
+
+def _pin(*cases):
+    def deco(fn):
+        for c in reversed(cases):
+            fn = example(case=c)(fn)
+        return fn
+    return deco
+
+
+# Cases every run starts with (explicit examples run first, so a planted bug fails fast).
+PINNED = (
+    AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1),     # GQA 2x2, ragged key tail, 3 tiles
+    AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2),     # causal diagonal
+    AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3),         # MQA, causal + window, q < kv
+    AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4),       # q > kv: 11 fully masked rows
+)
+VARLEN_PINNED = (
+    VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6),
+    VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7),
+)
+
+
+# ------------------------------------------------------------------------------ helpers
+def _pack(t: torch.Tensor) -> torch.Tensor:
+    """(batch, heads, len, d) -> (batch * len, heads, d): equal-length sequences end to end."""
+    return t.transpose(1, 2).reshape(-1, t.shape[1], t.shape[3])
+
+
+def _run_module(impl, q, k, v, kwargs, grad_out=None):
+    """FlashAttention()(q, k, v) and, given grad_out, the gradients (dq, dk, dv)."""
+    xs = [t.detach().clone().requires_grad_(grad_out is not None) for t in (q, k, v)]
+    out = impl.get("flash_attention.FlashAttention")()(*xs, **kwargs)
+    if grad_out is None:
+        return out.detach(), None
+    out.backward(grad_out.to(out.dtype))
+    return out.detach(), [x.grad for x in xs]
+
+
+def _run_varlen(impl, q, k, v, cu_q, cu_k, kwargs, grad_out=None, grad_lse=None):
+    xs = [t.detach().clone().requires_grad_(grad_out is not None) for t in (q, k, v)]
+    out, lse = impl.get("flash_attention.attention_varlen")(*xs, cu_q, cu_k, return_lse=True, **kwargs)
+    if grad_out is None:
+        return out.detach(), lse.detach(), None
+    if not (out.requires_grad or lse.requires_grad):  # nothing to attend to: out does not depend on q, k, v
+        return out.detach(), lse.detach(), [torch.zeros_like(x) for x in xs]
+    finite = torch.isfinite(lse.detach())
+    torch.autograd.backward([out, torch.where(finite, lse, 0.0)],
+                            [grad_out.to(out.dtype), grad_lse.to(lse.dtype)])
+    return out.detach(), lse.detach(), [x.grad for x in xs]
+
+
+def _check_grads(got, ref, oracle, inputs):
+    floor_from = torch.cat([g.detach().reshape(-1).cpu() for g in oracle])
+    for name, a, r, o in zip(("dq", "dk", "dv"), got, ref, oracle):
+        assert a is not None, f"no gradient reached {name[1:]}"
+        assert_close_to_oracle(a, r, o, factor=3.0, name=name, inputs=inputs, floor_from=floor_from)
+
+
+def _grad_out(shape, seed, device):
+    return randn(shape, seed + 3, torch.float64, device)
+
+
+# ------------------------------------------------------------------------------ forward
+@_pin(*PINNED)
+@settings(max_examples=_scaled(20))
+@given(case=attn_cases(dtypes=LOW, max_len=48, head_dims=(16, 32, 64), groups=(1, 2, 4, 8)))
+def test_forward_matches_oracle(impl, reference, device, case):
+    """FlashAttention()(q, k, v) (padded) and attention_varlen on the same batch packed: out and
+    lse within 2x the reference's own error of the float64 oracle."""
+    q, k, v = case.tensors(device)
+    kw = case.kwargs
+    inputs = dict(case=case)
+    out, _ = _run_module(impl, q, k, v, kw)
+    ref, _ = _run_module(reference, q, k, v, kw)
+    oracle, _ = _run_module(reference, q.double(), k.double(), v.double(), kw)
+    assert_close_to_oracle(out, ref, oracle, name="FlashAttention out", inputs=inputs)
+
+    # The same batch packed end to end: every sequence has q_len queries and kv_len keys.
+    cu_q = VarlenCase.cumulative([case.q_len] * case.batch).to(device)
+    cu_k = VarlenCase.cumulative([case.kv_len] * case.batch).to(device)
+    packed = [_pack(t) for t in (q, k, v)]
+    out_v, lse_v, _ = _run_varlen(impl, *packed, cu_q, cu_k, kw)
+    ref_v, ref_lse, _ = _run_varlen(reference, *packed, cu_q, cu_k, kw)
+    o_v, o_lse, _ = _run_varlen(reference, *[t.double() for t in packed], cu_q, cu_k, kw)
+    assert_close_to_oracle(out_v, ref_v, o_v, name="attention_varlen out", inputs=inputs)
+    assert lse_v.dtype == torch.float32, f"lse must be float32, got {lse_v.dtype}"
+    assert_close_to_oracle(lse_v, ref_lse, o_lse, name="attention_varlen lse", inputs=inputs)
+
+
+# ----------------------------------------------------------------------------- backward
+@_pin(PINNED[0], PINNED[2])
+@settings(max_examples=_scaled(6))
+@given(case=attn_cases(dtypes=LOW, max_len=40, head_dims=(16, 32), groups=(1, 2, 4, 8)))
+def test_backward_matches_oracle(impl, reference, device, case):
+    """dq, dk, dv of FlashAttention()(q, k, v) within 3x the reference's own gradient error; for
+    GQA, dk/dv sum over the query heads of each group."""
+    q, k, v = case.tensors(device)
+    do = _grad_out(q.shape, case.seed, device)
+    kw = case.kwargs
+    out, got = _run_module(impl, q, k, v, kw, do)
+    _, ref = _run_module(reference, q, k, v, kw, do)
+    _, oracle = _run_module(reference, q.double(), k.double(), v.double(), kw, do)
+    _check_grads(got, ref, oracle, dict(case=case))
+
+
+# ------------------------------------------------------------------------------- varlen
+@_pin(*VARLEN_PINNED)
+@settings(max_examples=_scaled(8))
+@given(case=varlen_cases())
+def test_varlen_matches_oracle(impl, reference, device, case):
+    """Packed batches (empty sequences, q_len != kv_len per sequence): out, lse and the gradients
+    through both (d lse included) match the float64 oracle; inputs are left untouched."""
+    q, k, v, cu_q, cu_k = case.tensors(device)
+    before = [t.clone() for t in (q, k, v, cu_q, cu_k)]
+    do = _grad_out(q.shape, case.seed, device)
+    dl = _grad_out(q.shape[:2], case.seed + 1, device)
+    kw = case.kwargs
+    inputs = dict(case=case)
+    out, lse, got = _run_varlen(impl, q, k, v, cu_q, cu_k, kw, do, dl)
+    for name, t, b in zip(("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k"), (q, k, v, cu_q, cu_k), before):
+        assert torch.equal(t, b), f"attention_varlen modified its input {name}"
+    ref, ref_lse, ref_g = _run_varlen(reference, q, k, v, cu_q, cu_k, kw, do, dl)
+    o, o_lse, o_g = _run_varlen(reference, q.double(), k.double(), v.double(), cu_q, cu_k, kw, do, dl)
+    assert_close_to_oracle(out, ref, o, name="varlen out", inputs=inputs)
+    assert_close_to_oracle(lse, ref_lse, o_lse, name="varlen lse", inputs=inputs)
+    _check_grads(got, ref_g, o_g, inputs)
+
+
+@settings(max_examples=_scaled(3))
+@given(case=attn_cases(dtypes=LOW, max_len=24, head_dims=(16,)), extra=st.integers(1, 8))
+def test_fully_masked_rows(impl, device, case, extra):
+    """Causal with q_len > kv_len: the first q_len - kv_len queries see no key. Their output is
+    exactly 0, their lse -inf, their dq exactly 0, and no NaN reaches any gradient."""
+    case = AttnCase(**{**case.__dict__, "causal": True, "window": None, "q_len": case.kv_len + extra})
+    q, k, v = case.tensors(device)
+    do = _grad_out(q.shape, case.seed, device)
+    out, grads = _run_module(impl, q, k, v, case.kwargs, do)
+    assert (out[:, :, :extra] == 0).all(), "fully masked rows must output exactly 0"
+    for name, g in zip(("dq", "dk", "dv"), grads):
+        assert torch.isfinite(g).all(), f"non-finite {name}"
+    assert (grads[0][:, :, :extra] == 0).all(), "a query that sees no key has dq = 0"
+    cu_q = VarlenCase.cumulative([case.q_len] * case.batch).to(device)
+    cu_k = VarlenCase.cumulative([case.kv_len] * case.batch).to(device)
+    _, lse, _ = _run_varlen(impl, *[_pack(t) for t in (q, k, v)], cu_q, cu_k, case.kwargs)
+    lse = lse.reshape(case.batch, case.q_len, case.q_heads)
+    assert (lse[:, :extra] == -math.inf).all(), "fully masked rows must have lse = -inf"
+    assert torch.isfinite(lse[:, extra:]).all()
+
+
+# ---------------------------------------------------------------- the nn.Module drop-in
+class _AttentionLayer(torch.nn.Module):
+    """A GQA self-attention block whose attention is a pluggable callable (as in model.py)."""
+
+    def __init__(self, attend, dim=64, q_heads=4, kv_heads=2, head_dim=16):
+        super().__init__()
+        self.attend, self.h, self.kv, self.d = attend, q_heads, kv_heads, head_dim
+        self.wq = torch.nn.Linear(dim, q_heads * head_dim, bias=False)
+        self.wkv = torch.nn.Linear(dim, 2 * kv_heads * head_dim, bias=False)
+        self.wo = torch.nn.Linear(q_heads * head_dim, dim, bias=False)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q = self.wq(x).view(b, n, self.h, self.d).transpose(1, 2)          # strided, not copied
+        k, v = self.wkv(x).view(b, n, 2, self.kv, self.d).unbind(2)
+        out = self.attend(q, k.transpose(1, 2), v.transpose(1, 2), causal=True)
+        return self.wo(out.transpose(1, 2).reshape(b, n, -1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_module_is_a_drop_in_attention_callable(impl, reference, device, dtype):
+    """A layer using FlashAttention() as its attention (with strided q/k/v views, as a model
+    produces them) computes the same outputs and weight gradients as with the reference."""
+    module = impl.get("flash_attention.FlashAttention")()
+    assert isinstance(module, torch.nn.Module) and not list(module.parameters())
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 21, 64, generator=gen, dtype=torch.float64)
+    weights = _AttentionLayer(None).to(torch.float64).state_dict()
+    for w in weights.values():
+        w.copy_(torch.randn(w.shape, generator=gen, dtype=torch.float64) / 8)
+
+    def run(attend, dt):
+        layer = _AttentionLayer(attend).to(device)
+        layer.load_state_dict(weights)
+        layer = layer.to(dt)
+        y = layer(x.to(device, dt))
+        y.backward(torch.ones_like(y))
+        return y.detach(), [p.grad for p in layer.parameters()]
+
+    y, g = run(module, dtype)
+    y_ref, g_ref = run(reference.get("flash_attention.FlashAttention")(), dtype)
+    y_o, g_o = run(reference.get("flash_attention.FlashAttention")(), torch.float64)
+    assert_close_to_oracle(y, y_ref, y_o, name="layer output")
+    floor_from = torch.cat([t.reshape(-1).cpu() for t in g_o])
+    for name, a, r, o in zip(("wq", "wkv", "wo"), g, g_ref, g_o):
+        assert_close_to_oracle(a, r, o, factor=3.0, name=f"d{name}", floor_from=floor_from)
+
+
+def test_strided_inputs_equal_contiguous(impl, reference, device):
+    """q/k/v given as transposed views of (batch, len, heads, d) storage give the same result
+    as contiguous copies (the layout is read through strides, never assumed)."""
+    case = AttnCase(2, 4, 2, 19, 27, 32, True, None, "float16", 9)
+    q, k, v = case.tensors(device)
+    views = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v)]
+    assert not views[0].is_contiguous()
+    fa = impl.get("flash_attention.FlashAttention")()
+    a, b = fa(*views, causal=True), fa(q, k, v, causal=True)
+    ref = reference.get("flash_attention.FlashAttention")()(q, k, v, causal=True)
+    oracle = reference.get("flash_attention.FlashAttention")()(q.double(), k.double(), v.double(), causal=True)
+    assert_metamorphic(a, b, ref, oracle, name="strided vs contiguous", inputs=dict(case=case))
+
+
+def _bad_varlen(device):
+    q = torch.randn(10, 4, 16, device=device)
+    k = torch.randn(7, 2, 16, device=device)
+    cq = torch.tensor([0, 4, 10], dtype=torch.int32, device=device)
+    ck = torch.tensor([0, 3, 7], dtype=torch.int32, device=device)
+    yield "q rank", (q[None], k, k, cq, ck), ValueError, r"\bq\b.*rank 3"
+    yield "heads", (q[:, :3], k, k, cq, ck), ValueError, r"heads"
+    yield "start", (q, k, k, cq + 1, ck), ValueError, r"cu_seqlens_q.*start at 0"
+    yield "decreasing", (q, k, k, torch.tensor([0, 6, 4, 10], dtype=torch.int32), ck), ValueError, r"cu_seqlens_q"
+    yield "end", (q, k, k, cq, torch.tensor([0, 3, 6], dtype=torch.int32)), ValueError, r"cu_seqlens_k.*end at 7"
+    yield "float", (q, k, k, cq.float(), ck), TypeError, r"cu_seqlens_q.*int32"
+    yield "count", (q, k, k, cq, torch.tensor([0, 7], dtype=torch.int32)), ValueError, r"same number"
+    yield "dtype mix", (q.half(), k, k, cq, ck), TypeError, r"dtype"
+
+
+@pytest.mark.parametrize("which", ["q rank", "heads", "start", "decreasing", "end", "float", "count",
+                                   "dtype mix"])
+def test_varlen_rejects_bad_input(impl, device, which):
+    """Malformed packed input raises a ValueError/TypeError naming the argument."""
+    fn = impl.get("flash_attention.attention_varlen")
+    args, exc, pattern = next((a, e, p) for w, a, e, p in _bad_varlen(device) if w == which)
+    with pytest.raises(exc, match=pattern):
+        fn(*args)
+
+
+# ------------------------------------------------------ long and odd lengths (GPU / slow)
+def _long_cases():
+    cases = []
+    for i, (nq, nk) in enumerate([(113, 113), (203, 203), (1023, 1023), (2049, 2049), (113, 203),
+                                  (203, 113), (1, 1023), (1023, 1), (257, 1000)]):
+        for causal in (False, True):
+            d = (64, 128)[i % 2]
+            cases.append(AttnCase(1, 4, (4, 2, 1)[i % 3], nq, nk, d, causal, None,
+                                  LOW[(i + causal) % 2], 100 + i))
+    cases += [AttnCase(2, 8, 1, 511, 777, 128, True, 128, "bfloat16", 201),       # MQA, window
+              AttnCase(1, 8, 1, 1000, 1000, 64, False, 256, "float16", 202),     # group 8, window only
+              AttnCase(1, 2, 2, 333, 333, 256, True, None, "float16", 203),      # head_dim 256
+              AttnCase(1, 2, 2, 333, 333, 96, False, None, "bfloat16", 204),     # head_dim 96
+              AttnCase(1, 4, 4, 1500, 1500, 32, True, None, "float16", 205)]     # head_dim 32
+    return cases
+
+
+def _check_long(impl, reference, device, case):
+    q, k, v = case.tensors(device)
+    do = _grad_out(q.shape, case.seed, device)
+    out, got = _run_module(impl, q, k, v, case.kwargs, do)
+    ref, ref_g = _run_module(reference, q, k, v, case.kwargs, do)
+    o, o_g = _run_module(reference, q.double(), k.double(), v.double(), case.kwargs, do)
+    assert_close_to_oracle(out, ref, o, name="out", inputs=dict(case=case))
+    _check_grads(got, ref_g, o_g, dict(case=case))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _long_cases(), ids=repr)
+def test_long_and_odd_lengths_gpu(impl, reference, device, case):
+    """FlashAttention's sweep at full size, natively: out and gradients vs the float64 oracle."""
+    _check_long(impl, reference, device, case)
+
+
+@pytest.mark.gpu
+def test_varlen_long_gpu(impl, reference, device):
+    """A packed batch of long ragged sequences (and an empty one) natively, with gradients."""
+    case = VarlenCase((1023, 0, 17, 2000), (1023, 5, 700, 1999), 8, 2, 128, True, None, "bfloat16", 301)
+    q, k, v, cu_q, cu_k = case.tensors(device)
+    do, dl = _grad_out(q.shape, 1, device), _grad_out(q.shape[:2], 2, device)
+    out, lse, got = _run_varlen(impl, q, k, v, cu_q, cu_k, case.kwargs, do, dl)
+    ref, ref_lse, ref_g = _run_varlen(reference, q, k, v, cu_q, cu_k, case.kwargs, do, dl)
+    o, o_lse, o_g = _run_varlen(reference, q.double(), k.double(), v.double(), cu_q, cu_k, case.kwargs, do, dl)
+    assert_close_to_oracle(out, ref, o, name="varlen out")
+    assert_close_to_oracle(lse, ref_lse, o_lse, name="varlen lse")
+    _check_grads(got, ref_g, o_g, dict(case=case))
+
+
+@pytest.mark.gpu
+def test_deterministic_gpu(impl, device):
+    """Same inputs, same bits: 50 forward + backward runs are bitwise equal (no atomics)."""
+    case = AttnCase(2, 8, 2, 1000, 1000, 128, True, None, "bfloat16", 401)
+    q, k, v = case.tensors(device)
+    do = _grad_out(q.shape, 1, device)
+    first = None
+    for _ in range(50):
+        out, grads = _run_module(impl, q, k, v, case.kwargs, do)
+        now = [out, *grads]
+        if first is None:
+            first = now
+        for name, a, b in zip(("out", "dq", "dk", "dv"), now, first):
+            assert torch.equal(a, b), f"{name} differs between runs on identical inputs"
+
+
+@pytest.mark.parametrize("case", [AttnCase(1, 2, 1, 203, 203, 32, True, None, "float16", 501),
+                                  AttnCase(1, 2, 2, 113, 203, 64, False, 40, "bfloat16", 502),
+                                  AttnCase(1, 4, 1, 203, 113, 16, True, None, "float16", 503)], ids=repr)
+def test_odd_lengths(impl, reference, device, case):
+    """Three of FlashAttention's odd lengths everywhere (about 1 s each under the interpreter):
+    several query and key tiles, ragged tails, q_len != kv_len both ways, with gradients."""
+    _check_long(impl, reference, device, case)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [AttnCase(2, 8, 2, 1023, 1023, 64, True, None, "bfloat16", 601),
+                                  AttnCase(1, 4, 1, 511, 777, 128, False, 100, "float16", 602)], ids=repr)
+def test_long_lengths_slow(impl, reference, device, case):
+    """Longer sequences on CPU (minutes under the interpreter), so opt-in (--run-slow)."""
+    _check_long(impl, reference, device, case)

@@ -1,0 +1,10 @@
+"""Concept `metrics`: its specification (tests, strategies, oracles, mutants). See docs/metrics.md."""
+from conformance.registry import ConceptInfo
+
+CONCEPT = ConceptInfo(
+    title="Serving metrics: TTFT, TPOT, ITL, throughput, goodput, percentiles",
+    lessons=("01.11", "04.09", "04.10", "04.11", "04.12"),
+    chapters=(),
+    module="1 The generation loop",
+    vocabulary=(),
+)

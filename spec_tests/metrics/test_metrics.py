@@ -1,0 +1,289 @@
+"""Serving metrics (course 01.11, 04.09-04.12): TTFT, TPOT, ITL, E2E, throughput, goodput and
+percentiles, checked by closed forms on synthetic timelines and against numpy.
+
+Floating comparisons: the quantities are differences and ratios of float64 timestamps, so two
+correct implementations may differ by rounding at the timestamps' magnitude (an epoch time of
+1.7e9 s has an ulp of 2.4e-7 s). :func:`close` allows ``64 x eps x scale`` with ``scale`` the
+largest timestamp magnitude (the float64 rounding floor, the same idea as tolerance.py's), scaled
+by ``value / duration`` for throughputs. Every planted bug moves a result by far more.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import assume, example, given, strategies as st
+
+from spec_tests.metrics.strategies import request, runs
+
+
+EPS = sys.float_info.epsilon
+finite = dict(allow_nan=False, allow_infinity=False)
+
+
+def floor_at(scale: float) -> float:
+    """The float64 rounding floor for results derived from timestamps of magnitude ``scale``."""
+    return 64 * EPS * max(1.0, abs(scale))
+
+
+def close(got, want, tol: float, what: str) -> None:
+    assert got is not None and abs(got - want) <= tol, (
+        f"{what}: got {got!r}, expected {want!r} (float64 rounding floor {tol:.3g})")
+
+
+def scale_of(reqs) -> float:
+    return max(max(abs(a), abs(t[-1])) for a, t in reqs)
+
+
+# --- one request ---------------------------------------------------------------------------
+@example(arrival=0.0, first=0.25, gap=0.125, n=5)
+@given(arrival=st.floats(0, 1e9, **finite), first=st.floats(0, 10, **finite),
+       gap=st.floats(0, 2, **finite), n=st.integers(1, 40))
+def test_uniform_stream_closed_form(impl, arrival, first, gap, n):
+    """Tokens every `gap` seconds after a first-token delay `first`: TTFT = first, TPOT = gap,
+    ITL = (gap,) * (n - 1), E2E = first + (n - 1) gap; TPOT is None for one token."""
+    times = [arrival + first + i * gap for i in range(n)]
+    m = impl.get("metrics.request_metrics")(arrival, times)
+    tol = floor_at(arrival + first + n * gap)
+    close(m.ttft, first, tol, "TTFT")
+    close(m.e2e, first + (n - 1) * gap, tol, "E2E")
+    assert m.output_tokens == n
+    assert len(m.itl) == n - 1, f"ITL has {len(m.itl)} gaps for {n} tokens, expected {n - 1}"
+    for g in m.itl:
+        close(g, gap, tol, "ITL gap")
+    if n == 1:
+        assert m.tpot is None, f"TPOT of a one-token request must be None (undefined), got {m.tpot!r}"
+    else:
+        close(m.tpot, gap, tol, "TPOT (the first token must not be counted)")
+
+
+@given(req=request(max_tokens=10))
+def test_request_metrics_definitions(impl, req):
+    """Oracle with numpy: TTFT = t0 - arrival, ITL = diff(t), TPOT = mean(ITL), E2E = t[-1] - arrival."""
+    arrival, times = req
+    m = impl.get("metrics.request_metrics")(arrival, list(times))
+    t = np.asarray(times, dtype=np.float64)
+    tol = floor_at(max(abs(arrival), abs(times[-1])))
+    close(m.ttft, t[0] - arrival, tol, "TTFT")
+    close(m.e2e, t[-1] - arrival, tol, "E2E")
+    np.testing.assert_allclose(np.asarray(m.itl, dtype=np.float64).reshape(-1), np.diff(t), rtol=0, atol=tol)
+    if len(t) > 1:
+        close(m.tpot, float(np.mean(np.diff(t))), tol, "TPOT")
+    else:
+        assert m.tpot is None
+
+
+@given(req=request(), delay=st.floats(0, 100, **finite))
+def test_first_token_delay_moves_ttft_only(impl, req, delay):
+    """Metamorphic: delaying every token by `delay` adds it to TTFT and E2E; TPOT and ITL do not
+    change (TPOT excludes the first token's wait)."""
+    arrival, times = req
+    f = impl.get("metrics.request_metrics")
+    a, b = f(arrival, times), f(arrival, [t + delay for t in times])
+    tol = floor_at(max(abs(arrival), abs(times[-1]) + delay))
+    close(b.ttft, a.ttft + delay, tol, "TTFT")
+    close(b.e2e, a.e2e + delay, tol, "E2E")
+    assert (a.tpot is None) == (b.tpot is None)
+    if a.tpot is not None:
+        close(b.tpot, a.tpot, tol, "TPOT")
+    for x, y in zip(a.itl, b.itl, strict=True):
+        close(y, x, tol, "ITL")
+
+
+# --- a run ---------------------------------------------------------------------------------
+@example(n=3, m=4, first=0.5, gap=0.25)
+@given(n=st.integers(1, 6), m=st.integers(1, 12), first=st.floats(0.01, 5, **finite),
+       gap=st.floats(0, 1, **finite))
+def test_back_to_back_requests_closed_form(impl, n, m, first, gap):
+    """n identical requests, each arriving when the previous one finished (period T = first +
+    (m - 1) gap): duration n T, request throughput 1/T, output throughput m/T, and goodput = 1/T
+    with loose SLOs, 0 with a TTFT SLO below `first`."""
+    period = first + (m - 1) * gap
+    reqs = [(i * period, [i * period + first + j * gap for j in range(m)]) for i in range(n)]
+    s = impl.get("metrics.summarize")(reqs, ttft_slo=first + 1, tpot_slo=gap + 1)
+    tol = floor_at(n * period) * 4
+    close(s.duration, n * period, tol, "duration")
+    close(s.request_throughput, 1 / period, tol / period ** 2, "request throughput")
+    close(s.output_throughput, m / period, m * tol / period ** 2, "output throughput")
+    close(s.goodput, 1 / period, tol / period ** 2, "goodput (every request meets loose SLOs)")
+    assert (s.num_requests, s.output_tokens, s.good_requests) == (n, n * m, n)
+    strict = impl.get("metrics.summarize")(reqs, ttft_slo=first / 2)
+    assert strict.good_requests == 0 and strict.goodput == 0.0
+
+
+def _dist_matches(dist, values, qs, tol, what):
+    assert dist is not None, f"{what}: expected a distribution of {len(values)} values, got None"
+    v = np.asarray(values, dtype=np.float64)
+    assert dist.count == len(values), what
+    close(dist.mean, float(np.mean(v)), tol * max(1, len(values)), f"{what} mean")
+    close(dist.min, float(v.min()), tol, f"{what} min")
+    close(dist.max, float(v.max()), tol, f"{what} max")
+    for q in qs:
+        close(dist.percentiles[q], float(np.percentile(v, q, method="linear")), tol, f"{what} p{q:g}")
+
+
+@given(reqs=runs(), qs=st.lists(st.floats(0, 100, **finite), min_size=1, max_size=4, unique=True))
+def test_summary_matches_numpy(impl, reqs, qs):
+    """Oracle: throughputs from the run window, and TTFT/TPOT/ITL/E2E distributions (mean, min,
+    max, percentiles) equal numpy's over the per-request values (ITL pooled over all gaps; TPOT
+    over requests with >= 2 tokens)."""
+    s = impl.get("metrics.summarize")(reqs, percentiles=qs)
+    tol = floor_at(scale_of(reqs))
+    duration = max(t[-1] for _, t in reqs) - min(a for a, _ in reqs)
+    tokens = sum(len(t) for _, t in reqs)
+    close(s.duration, duration, tol, "duration")
+    close(s.request_throughput, len(reqs) / duration, len(reqs) * tol / duration ** 2 + tol, "request throughput")
+    close(s.output_throughput, tokens / duration, tokens * tol / duration ** 2 + tol, "output throughput")
+    assert (s.num_requests, s.output_tokens) == (len(reqs), tokens)
+    _dist_matches(s.ttft, [t[0] - a for a, t in reqs], qs, tol, "TTFT")
+    _dist_matches(s.e2e, [t[-1] - a for a, t in reqs], qs, tol, "E2E")
+    tpots = [(t[-1] - t[0]) / (len(t) - 1) for _, t in reqs if len(t) > 1]
+    gaps = [float(g) for _, t in reqs for g in np.diff(np.asarray(t, dtype=np.float64))]
+    if tpots:
+        _dist_matches(s.tpot, tpots, qs, tol, "TPOT")
+        _dist_matches(s.itl, gaps, qs, tol, "ITL (pooled gaps)")
+    else:
+        assert s.tpot is None and s.itl is None, "no request has 2 tokens: TPOT and ITL must be None"
+
+
+def _midpoint_slo(values, k: int):
+    """An SLO strictly between two distinct observed values (below all / above all at the ends),
+    so that rounding differences between implementations cannot flip a decision."""
+    v = sorted(set(values))
+    cuts = [v[0] / 2] * (v[0] > 0) + [(x + y) / 2 for x, y in zip(v, v[1:])] + [v[-1] + 1]
+    return cuts[k % len(cuts)]
+
+
+@given(reqs=runs(), i=st.integers(0, 20), j=st.integers(0, 20))
+def test_goodput_counts_requests_meeting_both_slos(impl, reqs, i, j):
+    """goodput = (#requests with TTFT <= ttft_slo AND (one token OR TPOT <= tpot_slo)) / duration."""
+    ttfts = [t[0] - a for a, t in reqs]
+    tpots = [(t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else None for _, t in reqs]
+    ttft_slo = _midpoint_slo(ttfts, i)
+    tpot_slo = _midpoint_slo([x for x in tpots if x is not None] or [0.0], j)
+    tol = floor_at(scale_of(reqs))
+    assume(all(abs(x - ttft_slo) > tol for x in ttfts) and all(abs(x - tpot_slo) > tol for x in tpots if x is not None))
+    good = sum(1 for f, p in zip(ttfts, tpots) if f <= ttft_slo and (p is None or p <= tpot_slo))
+    s = impl.get("metrics.summarize")(reqs, ttft_slo=ttft_slo, tpot_slo=tpot_slo)
+    assert s.good_requests == good, (
+        f"{s.good_requests} good requests, expected {good} meeting both TTFT <= {ttft_slo} and "
+        f"TPOT <= {tpot_slo}; (TTFT, TPOT) per request: {list(zip(ttfts, tpots))}")
+    duration = max(t[-1] for _, t in reqs) - min(a for a, _ in reqs)
+    close(s.goodput, good / duration, good * tol / duration ** 2 + tol, "goodput")
+
+
+@given(reqs=runs(), slos=st.lists(st.floats(0, 10, **finite), min_size=4, max_size=4))
+def test_goodput_monotone_in_slos(impl, reqs, slos):
+    """Loosening either SLO never lowers goodput; goodput <= request throughput, with equality
+    when no SLO is set."""
+    f = impl.get("metrics.summarize")
+    a_ttft, b_ttft = sorted(slos[:2])
+    a_tpot, b_tpot = sorted(slos[2:])
+    tight, loose = f(reqs, ttft_slo=a_ttft, tpot_slo=a_tpot), f(reqs, ttft_slo=b_ttft, tpot_slo=b_tpot)
+    free = f(reqs)
+    assert tight.good_requests <= loose.good_requests <= free.good_requests == len(reqs)
+    assert tight.goodput <= loose.goodput <= free.goodput == free.request_throughput
+
+
+@given(reqs=runs(), data=st.data())
+def test_summary_ignores_request_order(impl, reqs, data):
+    """Metamorphic: permuting the requests changes nothing (up to the rounding of sums)."""
+    f = impl.get("metrics.summarize")
+    perm = data.draw(st.permutations(reqs))
+    a, b = f(perm, ttft_slo=1.0, tpot_slo=0.5), f(reqs, ttft_slo=1.0, tpot_slo=0.5)
+    tol = floor_at(scale_of(reqs))
+    assert (a.num_requests, a.output_tokens, a.good_requests) == (b.num_requests, b.output_tokens, b.good_requests)
+    for name in ("duration", "request_throughput", "output_throughput", "goodput"):
+        close(getattr(a, name), getattr(b, name), tol * getattr(b, name) / b.duration + tol, name)
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.count == y.count and x.percentiles.keys() == y.percentiles.keys(), name
+            close(x.mean, y.mean, tol * x.count, f"{name} mean")
+            for field in ("min", "max"):
+                close(getattr(x, field), getattr(y, field), tol, f"{name} {field}")
+            for q in x.percentiles:
+                close(x.percentiles[q], y.percentiles[q], tol, f"{name} p{q:g}")
+
+
+# --- percentiles ---------------------------------------------------------------------------
+@example(values=[1.0, 2.0, 3.0, 4.0], q=50.0)
+@example(values=[10.0, 20.0], q=90.0)
+@given(values=st.lists(st.floats(-1e6, 1e6, **finite), min_size=1, max_size=30),
+       q=st.floats(0, 100, **finite))
+def test_percentile_matches_numpy_linear(impl, values, q):
+    """percentile(values, q) == numpy.percentile(values, q, method='linear'); p0 = min,
+    p100 = max; monotone in q; the input list is not modified."""
+    p = impl.get("metrics.percentile")
+    before = list(values)
+    tol = floor_at(max(abs(x) for x in values))
+    close(p(values, q), float(np.percentile(values, q, method="linear")), tol, f"p{q:g}")
+    assert p(values, 0) == min(values) and p(values, 100) == max(values)
+    assert p(values, q) <= p(values, min(100.0, q + 7.5)) + tol
+    assert values == before, "percentile modified its input"
+
+
+def test_pinned_examples(impl):
+    """Exact, readable instances: SLOs are inclusive; mean TPOT (per request) differs from mean
+    ITL (per token); a one-token request meets any TPOT SLO."""
+    f = impl.get("metrics.summarize")
+    close(impl.get("metrics.percentile")([1.0, 2.0, 3.0, 4.0], 90), 3.7, floor_at(4.0), "p90")  # 3 + 0.7 x 1
+    assert impl.get("metrics.percentile")([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    reqs = [(0.0, [0.5, 1.0, 1.5]),          # TTFT 0.5, TPOT 0.5
+            (0.0, [1.0, 1.25, 1.5, 1.75, 2.0]),  # TTFT 1.0, TPOT 0.25
+            (1.0, [1.25])]                    # TTFT 0.25, one token: no TPOT
+    s = f(reqs, ttft_slo=0.5, tpot_slo=0.5)
+    assert (s.duration, s.output_tokens, s.good_requests) == (2.0, 9, 2)   # the 2nd misses TTFT
+    assert (s.request_throughput, s.output_throughput, s.goodput) == (1.5, 4.5, 1.0)
+    assert s.tpot.mean == 0.375                   # (0.5 + 0.25) / 2 over requests
+    assert s.itl.mean == (2 * 0.5 + 4 * 0.25) / 6  # over the 6 gaps: 1/3
+    assert f(reqs, ttft_slo=1.0, tpot_slo=0.25).good_requests == 2  # 2nd and the one-token 3rd
+    m = impl.get("metrics.request_metrics")(1.0, [1.25])
+    assert (m.ttft, m.tpot, m.itl, m.e2e, m.output_tokens) == (0.25, None, (), 0.25, 1)
+
+
+# --- bad input -----------------------------------------------------------------------------
+@pytest.mark.parametrize("args,exc,name", [
+    ((0.0, []), ValueError, "token_times"),
+    ((0.0, [1.0, 0.5]), ValueError, "token_times"),
+    ((2.0, [1.0]), ValueError, "token_times|arrival"),
+    ((0.0, [1.0, math.nan]), ValueError, "token_times"),
+    ((math.inf, [1.0]), ValueError, "arrival"),
+    ((0.0, "12"), TypeError, "token_times"),
+    (("0", [1.0]), TypeError, "arrival"),
+])
+def test_request_metrics_rejects_bad_input(impl, args, exc, name):
+    with pytest.raises(exc, match=name):
+        impl.get("metrics.request_metrics")(*args)
+
+
+@pytest.mark.parametrize("reqs,kwargs,exc,name", [
+    ([], {}, ValueError, "requests"),
+    ([(0.0, [0.0])], {}, ValueError, "requests"),                # zero-length run window
+    ([(0.0, [1.0])], dict(ttft_slo=-1.0), ValueError, "ttft_slo"),
+    ([(0.0, [1.0])], dict(tpot_slo=-0.1), ValueError, "tpot_slo"),
+    ([(0.0, [1.0])], dict(percentiles=(50, 101)), ValueError, "percentiles"),
+    ([(0.0, [1.0]), (0.0, [])], {}, ValueError, "token_times"),
+])
+def test_summarize_rejects_bad_input(impl, reqs, kwargs, exc, name):
+    with pytest.raises(exc, match=name):
+        impl.get("metrics.summarize")(reqs, **kwargs)
+
+
+@pytest.mark.parametrize("values,q,name", [([], 50, "values"), ([1.0], -1, "q"), ([1.0], 100.5, "q")])
+def test_percentile_rejects_bad_input(impl, values, q, name):
+    with pytest.raises(ValueError, match=name):
+        impl.get("metrics.percentile")(values, q)
+
+
+@given(reqs=runs())
+def test_inputs_not_modified(impl, reqs):
+    lists = [(a, list(t)) for a, t in reqs]
+    copy = [(a, list(t)) for a, t in lists]
+    impl.get("metrics.summarize")(lists, ttft_slo=1.0)
+    for a, t in lists:
+        impl.get("metrics.request_metrics")(a, t)
+    assert lists == copy, "summarize/request_metrics modified the timestamps they were given"

@@ -1,0 +1,397 @@
+"""The tiny Llama-style model (course 01.01, 01.04): the properties that define it.
+
+Oracles: a float64 brute force written one token at a time from the formulas
+(spec_tests/oracles.py), and HF transformers' ``LlamaForCausalLM`` built from the equivalent
+``LlamaConfig`` with the same weights (a test extra: skipped with a reason where transformers is
+missing). The weights come from the reference's seeded init and are loaded into the
+implementation under test by their HF names, so an implementation may initialise as it likes.
+Float64 runs must agree to 1e-10; lower precisions follow the tolerance rule.
+"""
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from hypothesis import example, given, strategies as st
+
+from spec_tests.model.strategies import ModelCase, model_cases
+from conformance.tolerance import assert_close_to_oracle, assert_metamorphic
+from spec_tests.attention.oracles import llama_brute_force
+
+
+FLOAT64_ATOL = 1e-10   # float64 sums of a few hundred O(1) terms: ~1e-14 apart; 1e-10 is tight
+
+
+def _reference_weights(reference, case: ModelCase) -> dict:
+    cfg = case.config(reference.get("model.ModelConfig"), "float32")
+    return reference.get("model.Transformer")(cfg, seed=case.seed).state_dict()
+
+
+def _build(impl, case: ModelCase, weights: dict, dtype, device="cpu"):
+    """The implementation's model for ``case`` in ``dtype``, holding ``weights`` (HF names)."""
+    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig"), dtype), seed=case.seed)
+    model.load_state_dict(weights, strict=True)
+    return model.to(device)
+
+
+def _logits(model, tokens, cache=None):
+    with torch.no_grad():
+        return model(tokens) if cache is None else model(tokens, cache=cache)
+
+
+def _check_float64(out, oracle, what, case):
+    assert out.dtype == torch.float64, f"{what}: dtype {out.dtype}, expected float64"
+    torch.testing.assert_close(out.cpu(), oracle, rtol=0, atol=FLOAT64_ATOL,
+                               msg=lambda m: f"{what} (float64, {case}):\n{m}")
+
+
+# --- oracle: brute force -------------------------------------------------------------------------
+@example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float64", 3))     # GQA 3
+@example(case=ModelCase(64, 32, 1, 2, 1, 16, 40, 100.0, 1e-2, 8, 1, 8, "float32", 0))             # MQA, big eps
+@example(case=ModelCase(80, 64, 2, 4, 4, 8, None, 10000.0, 1e-6, 9, 1, 9, "bfloat16", 7))         # MHA, given head_dim
+@given(case=model_cases(dtypes=("float64", "float32", "bfloat16")))
+def test_matches_float64_brute_force(impl, reference, device, case):
+    """Logits equal a float64 token-by-token brute force: to 1e-10 in float64, by the tolerance
+    rule (2 x the reference's own error + rounding floor) in float32 and bfloat16."""
+    model_cls = impl.get("model.Transformer")  # noqa: F841  (skip early when not implemented)
+    weights = _reference_weights(reference, case)
+    tokens = case.tokens(device)
+    oracle = llama_brute_force(weights, case.config(reference.get("model.ModelConfig"), "float64"), tokens.cpu())
+    out = _logits(_build(impl, case, weights, case.dtype, device), tokens)
+    assert out.shape == (case.batch, case.seq_len, case.vocab_size), f"logits shape {tuple(out.shape)}"
+    if case.dtype == "float64":
+        _check_float64(out, oracle, "logits vs brute force", case)
+    else:
+        ref = _logits(_build(reference, case, weights, case.dtype, device), tokens)
+        assert_close_to_oracle(out, ref, oracle, name="logits vs float64 brute force",
+                               inputs=dict(case=case, tokens=tokens))
+
+
+# --- oracle: HF transformers -------------------------------------------------------------------
+def _hf_config(case: ModelCase, head_dim: int, hidden_dim: int):
+    from transformers import LlamaConfig
+    return LlamaConfig(
+        vocab_size=case.vocab_size, hidden_size=case.dim, intermediate_size=hidden_dim,
+        num_hidden_layers=case.n_layers, num_attention_heads=case.n_heads,
+        num_key_value_heads=case.n_kv_heads, head_dim=head_dim, rms_norm_eps=case.norm_eps,
+        rope_theta=case.rope_theta, max_position_embeddings=case.max_seq_len,
+        tie_word_embeddings=False, attention_bias=False, mlp_bias=False, attn_implementation="sdpa")
+
+
+def _hf_in_float64(hf):
+    """HF hard-codes float32 in two places (LlamaRMSNorm upcasts to float32 and casts back;
+    the rotary table is computed in float32), so a float64 HF model is only float32-accurate.
+    Patch exactly those two forwards to keep float64, leaving everything else HF's own (the
+    rotate_half pairing, GQA's repeat_kv, SDPA, the MLP). inv_freq is HF's own formula
+    (compute_default_rope_parameters) in float64, from HF's config."""
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    def rms_norm_forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.variance_epsilon))
+
+    def rotary_forward(self, x, position_ids):
+        freqs = position_ids[..., None].to(torch.float64) * self.inv_freq64.to(x.device)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+    hf = hf.double()
+    for module in hf.modules():
+        if isinstance(module, LlamaRMSNorm):
+            module.forward = types.MethodType(rms_norm_forward, module)
+    rotary, cfg = hf.model.rotary_emb, hf.config
+    d = cfg.head_dim
+    rotary.inv_freq64 = 1.0 / (cfg.rope_parameters["rope_theta"] ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    rotary.forward = types.MethodType(rotary_forward, rotary)
+    return hf
+
+
+@example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float32", 3))
+@given(case=model_cases(hf_compatible=True))
+def test_matches_hf_llama(impl, reference, case):
+    """Same weights, same logits as transformers' LlamaForCausalLM: the state_dict loads into HF
+    strictly (HF parameter names), float64 logits agree to 1e-10 (HF patched to stay float64,
+    see _hf_in_float64) and float32 logits are within the tolerance rule of the float64 truth,
+    where the rule's "reference error" is the larger float32 error of the two references (HF's
+    and the spec's): two correct float32 implementations differ in op order, and on models this
+    small the ratio of their errors alone can exceed 2."""
+    impl.get("model.Transformer")
+    pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
+    from transformers import LlamaForCausalLM
+
+    weights = _reference_weights(reference, case)
+    model32 = _build(impl, case, weights, torch.float32)
+    cfg = model32.config
+    hf32 = LlamaForCausalLM(_hf_config(case, cfg.head_dim, cfg.hidden_dim)).eval()
+    hf32.load_state_dict(model32.state_dict(), strict=True)
+    hf64 = LlamaForCausalLM(_hf_config(case, cfg.head_dim, cfg.hidden_dim)).eval()
+    hf64.load_state_dict(weights, strict=True)
+    hf64 = _hf_in_float64(hf64)
+    tokens = case.tokens()
+    with torch.no_grad():
+        oracle, hf_out = hf64(tokens).logits, hf32(tokens).logits
+    _check_float64(_logits(_build(impl, case, weights, torch.float64), tokens), oracle, "logits vs HF", case)
+    ours = _logits(_build(reference, case, weights, torch.float32), tokens)
+    worse = max((hf_out, ours), key=lambda r: float((r.double() - oracle).abs().max()))
+    assert_close_to_oracle(_logits(model32, tokens), worse, oracle, name="float32 logits vs HF",
+                           inputs=dict(case=case, tokens=tokens))
+
+
+def test_loads_hf_checkpoint_and_hf_loads_ours(impl, reference, tmp_path):
+    """A safetensors checkpoint written by HF's save_pretrained loads with load_weights and gives
+    the logits of the same weights loaded directly (test_matches_hf_llama then ties those to HF's);
+    a file written by save_weights loads into HF with every name matched and HF's own logits."""
+    impl.get("model.load_weights"), impl.get("model.save_weights")
+    pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
+    from safetensors.torch import load_file
+    from transformers import LlamaForCausalLM
+
+    case = ModelCase(80, 32, 2, 4, 2, None, 64, 10000.0, 1e-5, 16, 2, 12, "float32", 5)
+    weights = _reference_weights(reference, case)
+    hf = LlamaForCausalLM(_hf_config(case, 8, 64)).eval()
+    hf.load_state_dict(weights, strict=True)
+    hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
+    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig")), seed=case.seed + 1)
+    impl.get("model.load_weights")(model, tmp_path / "hf" / "model.safetensors")
+    tokens = case.tokens()
+    expected = _logits(_build(impl, case, weights, torch.float32), tokens)
+    assert torch.equal(_logits(model, tokens), expected), "logits after loading HF's checkpoint differ"
+    impl.get("model.save_weights")(model, tmp_path / "ours.safetensors")
+    hf2 = LlamaForCausalLM(_hf_config(case, 8, 64)).eval()
+    hf2.load_state_dict(load_file(str(tmp_path / "ours.safetensors")), strict=True)
+    with torch.no_grad():
+        assert torch.equal(hf2(tokens).logits, hf(tokens).logits), "HF gives other logits from our file"
+
+
+# --- metamorphic -------------------------------------------------------------------------------
+@example(case=ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 16, 1, 12, "float32", 1),
+         cuts=[1, 11])                                              # a prefill then one-token decodes
+@given(case=model_cases(dtypes=("float32", "float64"), max_seq=20), cuts=st.lists(st.integers(1, 19), max_size=4))
+def test_cached_chunks_equal_whole_forward(impl, reference, device, case, cuts):
+    """Running the tokens through a KV cache in pieces (a prefill, then further prefills or
+    one-token decodes) gives the logits of one forward over the whole sequence: the RoPE positions
+    of each piece start at the cache's length and every piece sees all earlier K/V."""
+    impl.get("model.Transformer")
+    weights = _reference_weights(reference, case)
+    tokens = case.tokens(device)
+    bounds = sorted({c for c in cuts if c < case.seq_len} | {0, case.seq_len})
+    model = _build(impl, case, weights, case.dtype, device)
+    cache = model.new_cache(case.batch, case.max_seq_len)
+    pieces = [_logits(model, tokens[:, a:b], cache) for a, b in zip(bounds, bounds[1:])]
+    chunked, whole = torch.cat(pieces, dim=1), _logits(model, tokens)
+    if case.dtype == "float64":
+        torch.testing.assert_close(chunked, whole, rtol=0, atol=FLOAT64_ATOL)
+        return
+    oracle = _logits(_build(reference, case, weights, torch.float64, device), tokens)
+    ref = _logits(_build(reference, case, weights, case.dtype, device), tokens)
+    assert_metamorphic(chunked, whole, ref, oracle, name=f"cached pieces {bounds} vs whole forward",
+                       inputs=dict(case=case, bounds=bounds))
+
+
+@given(case=model_cases(dtypes=("float64",), max_seq=12, max_batch=3), data=st.data())
+def test_batch_rows_are_independent(impl, reference, device, case, data):
+    """Each row's logits equal that row run alone, and permuting the batch permutes the logits
+    (float64, to 1e-10: any mixing of rows shows far above rounding)."""
+    impl.get("model.Transformer")
+    model = _build(impl, case, _reference_weights(reference, case), torch.float64, device)
+    tokens = case.tokens(device)
+    perm = torch.tensor(data.draw(st.permutations(range(case.batch)), label="perm"))
+    batched = _logits(model, tokens).cpu()
+    alone = torch.cat([_logits(model, tokens[i:i + 1]) for i in range(case.batch)]).cpu()
+    torch.testing.assert_close(alone, batched, rtol=0, atol=FLOAT64_ATOL, msg=lambda m: f"rows alone vs batched:\n{m}")
+    torch.testing.assert_close(_logits(model, tokens[perm]).cpu(), batched[perm], rtol=0, atol=FLOAT64_ATOL,
+                               msg=lambda m: f"permuted batch {perm.tolist()}:\n{m}")
+
+
+# --- the pluggable attention -------------------------------------------------------------------
+@given(case=model_cases(max_seq=12))
+def test_attention_is_pluggable_and_gets_unrepeated_kv(impl, reference, case):
+    """Every layer calls the ``attention`` callable once per forward with q (batch, n_heads, seq,
+    head_dim) and K/V un-repeated (batch, n_kv_heads, cached+seq, head_dim), causal=True, no
+    window, and its output is used as is (a recording wrapper changes nothing)."""
+    impl.get("model.Transformer")
+    ref_attention = reference.get("attention.attention")
+    calls = []
+
+    def recording(q, k, v, *, causal, window, scale):
+        calls.append((tuple(q.shape), tuple(k.shape), tuple(v.shape), causal, window, scale))
+        return ref_attention(q, k, v, causal=causal, window=window, scale=scale)
+
+    weights = _reference_weights(reference, case)
+    cfg = case.config(impl.get("model.ModelConfig"))
+    make = impl.get("model.Transformer")
+    plain = make(cfg, seed=case.seed)
+    plain.load_state_dict(weights)
+    recorded = make(cfg, seed=case.seed, attention=recording)
+    recorded.load_state_dict(weights)
+    assert set(recorded.state_dict()) == set(weights), "the attention callable leaked into state_dict"
+    tokens = case.tokens()
+    cache = recorded.new_cache(case.batch, case.max_seq_len)
+    first = tokens[:, :-1] if case.seq_len > 1 else tokens
+    _logits(recorded, first, cache)
+    d, n = cfg.head_dim, first.shape[1]
+
+    def check_calls(q_len, kv_len):
+        kv = (case.batch, case.n_kv_heads, kv_len, d)
+        want = [((case.batch, case.n_heads, q_len, d), kv, kv, True, None)] * case.n_layers
+        got = [c[:5] for c in calls]
+        assert got == want, f"attention calls (q, k, v shapes, causal, window) {got}, expected {want}"
+        assert all(c[5] is None or abs(c[5] - d ** -0.5) < 1e-12 for c in calls), f"scale {calls[0][5]}"
+        calls.clear()
+
+    check_calls(n, n)
+    if case.seq_len > 1:
+        _logits(recorded, tokens[:, -1:], cache)
+        check_calls(1, case.seq_len)
+    assert torch.equal(_logits(recorded, tokens), _logits(plain, tokens)), "the callable's output is not used as is"
+
+
+def test_other_attention_implementations_are_drop_ins(impl, reference):
+    """The reference's tiled (online-softmax) attention and each bundled FlashAttention nn.Module
+    (flash_attention concept) plug in as ``attention=`` and give the reference attention's logits
+    within the tolerance rule."""
+    impl.get("model.Transformer")
+    from conformance.loader import load_implementation
+    drop_ins = {"attention_tiled": lambda q, k, v, *, causal, window, scale: reference.get(
+        "attention.attention_tiled")(q, k, v, causal=causal, window=window, scale=scale, block_q=4, block_k=5)}
+    for bundled in ("optimized", "reference"):
+        for name in ("flash_attention.FlashAttention", "flash_attention.FlashAttention"):
+            cls = load_implementation(bundled).resolve(name)
+            if cls is not None and f"{bundled} FlashAttention" not in drop_ins:
+                drop_ins[f"{bundled} FlashAttention"] = cls()
+    case = ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 16, 2, 10, "float32", 2)
+    weights = _reference_weights(reference, case)
+    cfg = case.config(impl.get("model.ModelConfig"))
+    tokens = case.tokens()
+    oracle = _logits(_build(reference, case, weights, torch.float64), tokens)
+    ref = _logits(_build(reference, case, weights, torch.float32), tokens)
+    for label, attention in drop_ins.items():
+        model = impl.get("model.Transformer")(cfg, seed=0, attention=attention)
+        model.load_state_dict(weights, strict=True)
+        assert_close_to_oracle(_logits(model, tokens), ref, oracle, name=f"logits with {label}")
+
+
+# --- weights, init, bookkeeping ----------------------------------------------------------------
+def _hf_names(c) -> dict[str, tuple[int, ...]]:
+    names = {"model.embed_tokens.weight": (c.vocab_size, c.dim), "model.norm.weight": (c.dim,),
+             "lm_head.weight": (c.vocab_size, c.dim)}
+    for i in range(c.n_layers):
+        p = f"model.layers.{i}."
+        names.update({
+            p + "self_attn.q_proj.weight": (c.n_heads * c.head_dim, c.dim),
+            p + "self_attn.k_proj.weight": (c.n_kv_heads * c.head_dim, c.dim),
+            p + "self_attn.v_proj.weight": (c.n_kv_heads * c.head_dim, c.dim),
+            p + "self_attn.o_proj.weight": (c.dim, c.n_heads * c.head_dim),
+            p + "mlp.gate_proj.weight": (c.hidden_dim, c.dim),
+            p + "mlp.up_proj.weight": (c.hidden_dim, c.dim),
+            p + "mlp.down_proj.weight": (c.dim, c.hidden_dim),
+            p + "input_layernorm.weight": (c.dim,), p + "post_attention_layernorm.weight": (c.dim,)})
+    return names
+
+
+@given(case=model_cases(dtypes=("float32", "bfloat16", "float64")))
+def test_seeded_init_hf_names_and_global_rng(impl, case):
+    """Same seed -> identical weights, another seed -> different ones, the global RNG untouched;
+    the state_dict holds exactly HF's names and shapes, in the config's dtype; head_dim defaults
+    to dim // n_heads."""
+    make, cfg = impl.get("model.Transformer"), case.config(impl.get("model.ModelConfig"))
+    assert cfg.head_dim == (case.head_dim or case.dim // case.n_heads)
+    rng_before = torch.random.get_rng_state()
+    a = make(cfg, seed=case.seed).state_dict()
+    b = make(cfg, seed=case.seed).state_dict()
+    c = make(cfg, seed=case.seed + 1).state_dict()
+    assert torch.equal(torch.random.get_rng_state(), rng_before), "init touched the global RNG"
+    assert {n: tuple(t.shape) for n, t in a.items()} == _hf_names(cfg)
+    assert all(t.dtype == cfg.dtype for t in a.values())
+    assert all(torch.equal(a[n], b[n]) for n in a), "same seed, different weights"
+    assert all(not torch.equal(a[n], c[n]) for n in a), "a parameter did not change with the seed"
+
+
+def test_save_load_roundtrip(impl, tmp_path):
+    """save_weights then load_weights into a model of another seed reproduces weights and logits
+    exactly; a file with a missing name or wrong shape is rejected naming ``path``, model unchanged."""
+    make, save, load = impl.get("model.Transformer"), impl.get("model.save_weights"), impl.get("model.load_weights")
+    case = ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 16, 1, 8, "float32", 9)
+    cfg = case.config(impl.get("model.ModelConfig"))
+    src, dst = make(cfg, seed=1), make(cfg, seed=2)
+    save(src, tmp_path / "w.safetensors")
+    load(dst, tmp_path / "w.safetensors")
+    assert all(torch.equal(t, src.state_dict()[n]) for n, t in dst.state_dict().items())
+    tokens = case.tokens()
+    assert torch.equal(_logits(dst, tokens), _logits(src, tokens))
+    from safetensors.torch import load_file, save_file
+    tensors = load_file(str(tmp_path / "w.safetensors"))
+    assert set(tensors) == set(_hf_names(cfg))
+    other = make(cfg, seed=3)
+    before = {n: t.clone() for n, t in other.state_dict().items()}
+    broken = dict(tensors)
+    del broken["model.norm.weight"]
+    save_file(broken, str(tmp_path / "missing.safetensors"))
+    broken = {**tensors, "lm_head.weight": tensors["lm_head.weight"][:-1].contiguous()}
+    save_file(broken, str(tmp_path / "shape.safetensors"))
+    for bad in ("missing", "shape"):
+        with pytest.raises(ValueError, match="path"):
+            load(other, tmp_path / f"{bad}.safetensors")
+        assert all(torch.equal(t, before[n]) for n, t in other.state_dict().items()), f"{bad}: model changed"
+
+
+def test_fresh_result_per_call_and_tokens_not_mutated(impl):
+    """Two calls with different tokens give their own logits; the tokens are not modified."""
+    case = ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 16, 2, 6, "float32", 4)
+    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig")), seed=4)
+    t1, t2 = case.tokens(seed_offset=1), case.tokens(seed_offset=2)
+    keep = t1.clone()
+    a, b = _logits(model, t1), _logits(model, t2)
+    assert torch.equal(t1, keep), "forward modified its tokens"
+    assert not torch.equal(a, b)
+    assert torch.equal(_logits(model, t1), a), "forward is not deterministic"
+    assert a.dtype == torch.float32 and a.shape == (2, 6, 64)
+
+
+_BAD = {
+    # which: (tokens builder, cache builder or None, exception, pattern)
+    "float tokens": (lambda: torch.zeros(1, 4), None, TypeError, r"tokens"),
+    "rank 1": (lambda: torch.zeros(4, dtype=torch.long), None, ValueError, r"tokens.*rank"),
+    "rank 3": (lambda: torch.zeros(1, 2, 4, dtype=torch.long), None, ValueError, r"tokens.*rank"),
+    "id == vocab": (lambda: torch.tensor([[1, 64]]), None, ValueError, r"tokens"),
+    "id < 0": (lambda: torch.tensor([[-1, 3]]), None, ValueError, r"tokens"),
+    "past max_seq_len": (lambda: torch.zeros(1, 17, dtype=torch.long), None, ValueError, r"tokens.*max_seq_len"),
+    "cache full": (lambda: torch.zeros(1, 3, dtype=torch.long), lambda m: m.new_cache(1, 4), ValueError, r"cache"),
+    "cache batch": (lambda: torch.zeros(2, 1, dtype=torch.long), lambda m: m.new_cache(1, 8), ValueError, r"cache"),
+    "past max_seq_len after cache": (lambda: torch.zeros(1, 2, dtype=torch.long), lambda m: m.new_cache(1, 32),
+                                     ValueError, r"max_seq_len"),
+}
+
+
+@pytest.mark.parametrize("which", list(_BAD))
+def test_rejects_bad_input(impl, which):
+    """Bad tokens or cache raise ValueError/TypeError naming the argument; the cache is unchanged."""
+    make_tokens, make_cache, exc, pattern = _BAD[which]
+    case = ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 16, 1, 2, "float32", 0)
+    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig")), seed=0)
+    cache = make_cache(model) if make_cache else None
+    if cache is not None:
+        fill = 2 if which == "cache full" else (15 if "after cache" in which else 1)
+        _logits(model, torch.ones(1, fill, dtype=torch.long), cache)
+        before = (cache.seq_len, [t.clone() for t in (getattr(cache, "k", None), getattr(cache, "v", None))
+                                  if isinstance(t, torch.Tensor)])
+    with pytest.raises(exc, match=pattern):
+        _logits(model, make_tokens(), cache)
+    if cache is not None:
+        after = [t for t in (getattr(cache, "k", None), getattr(cache, "v", None)) if isinstance(t, torch.Tensor)]
+        assert cache.seq_len == before[0] and all(torch.equal(a, b) for a, b in zip(after, before[1])), \
+            "a rejected forward changed the cache"
+
+
+@pytest.mark.parametrize("changes,exc,pattern", [
+    (dict(n_heads=4, n_kv_heads=3), ValueError, r"n_kv_heads"),
+    (dict(dim=30, n_heads=4), ValueError, r"head_dim"),
+    (dict(head_dim=7), ValueError, r"head_dim"),
+    (dict(vocab_size=0), ValueError, r"vocab_size"),
+    (dict(n_layers=1.5), TypeError, r"n_layers"),
+])
+def test_config_rejects_bad_fields(impl, changes, exc, pattern):
+    """ModelConfig rejects inconsistent shapes naming the field."""
+    fields = dict(vocab_size=64, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, max_seq_len=16)
+    with pytest.raises(exc, match=pattern):
+        impl.get("model.ModelConfig")(**{**fields, **changes})
