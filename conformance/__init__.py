@@ -3,7 +3,7 @@
 Public pieces:
     load_implementation   -- a module name or file path -> Implementation
     CONCEPTS              -- the concept registry (id -> Concept)
-    assert_close_to_oracle -- DESIGN.md's tolerance rule
+    assert_close_to_oracle -- the tolerance rule (docs/design.md)
 """
 from conformance.registry import CONCEPTS, Concept, concept
 from conformance.loader import Implementation, NotImplementedInImpl, load_implementation

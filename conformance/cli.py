@@ -7,6 +7,9 @@
         Concepts, their course lessons, and which bundled implementations provide them.
     inferspec new PATH [--concepts a,b] [--force]
         Write a student template from the reference's signatures and docstrings.
+    inferspec docs [--check]
+        Regenerate the registry-determined parts of docs/ (index tables, contract tables);
+        with --check, exit 1 if any is stale.
 """
 from __future__ import annotations
 
@@ -24,9 +27,10 @@ SPEC_DIR = PACKAGE_ROOT / "spec_tests"
 
 
 def _pytest_args(args) -> list[str]:
-    out = [str(SPEC_DIR), "-q", "-rfE", "-p", "no:cacheprovider",
-           "--ignore", str(SPEC_DIR / "test_suite_power.py"), "--ignore", str(SPEC_DIR / "bench"),
-           "-W", "ignore::DeprecationWarning"]
+    from conformance.registry import NOT_CONCEPTS
+    out = [str(SPEC_DIR), "-q", "-rfE", "-p", "no:cacheprovider", "-W", "ignore::DeprecationWarning"]
+    for folder in NOT_CONCEPTS:  # check runs the specification only, never the suite's own tests
+        out += ["--ignore", str(SPEC_DIR / folder)]
     if not (PACKAGE_ROOT / "conftest.py").exists():  # installed without the repository
         out += ["-p", "conformance.plugin", "--rootdir", str(PACKAGE_ROOT), "-o", "timeout=300"]
     for impl in args.impl:
@@ -107,6 +111,19 @@ def cmd_new(args) -> int:
     return 0
 
 
+def cmd_docs(args) -> int:
+    from conformance import docs
+
+    if args.check:
+        stale = docs.check()
+        for line in stale:
+            print(f"inferspec docs --check: {line}", file=sys.stderr)
+        return 1 if stale else 0
+    for path in docs.write():
+        print(f"rewrote {path}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inferspec", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     n.add_argument("--concepts", default=None, help="comma-separated concept ids (default: all)")
     n.add_argument("--force", action="store_true")
     n.set_defaults(func=cmd_new)
+    d = sub.add_parser("docs", help="regenerate the docs' index and contract tables from the registry")
+    d.add_argument("--check", action="store_true", help="exit 1 if a generated block is stale")
+    d.set_defaults(func=cmd_docs)
     return p
 
 

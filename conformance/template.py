@@ -8,6 +8,7 @@ imported from the reference instead: they are vocabulary, not the thing to imple
 from __future__ import annotations
 
 import ast
+import builtins
 import dataclasses
 import importlib
 import inspect
@@ -67,6 +68,18 @@ def _node_for(module, name: str):
     return None
 
 
+def _default_names(node) -> set[str]:
+    """Names used in the default values of a stub's arguments (module constants such as
+    ``DEFAULT_PERCENTILES``): the template imports them from the reference."""
+    names: set[str] = set()
+    funcs = [node] if not isinstance(node, ast.ClassDef) else [
+        n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for f in funcs:
+        for d in [*f.args.defaults, *[d for d in f.args.kw_defaults if d is not None]]:
+            names |= {n.id for n in ast.walk(d) if isinstance(n, ast.Name)}
+    return names
+
+
 def render(concept_ids: list[str], path: str = "my_impl.py") -> str:
     unknown = [c for c in concept_ids if c not in CONCEPTS]
     if unknown:
@@ -76,7 +89,9 @@ def render(concept_ids: list[str], path: str = "my_impl.py") -> str:
     seen: dict[str, str] = {}
     modules_done: set[str] = set()
     for cid in concept_ids:
-        for contract_name in CONCEPTS[cid].contract + CONCEPTS[cid].optional:
+        for vocab in CONCEPTS[cid].vocabulary:
+            imports.append(f"from reference.{cid} import {vocab}  # vocabulary: data, not behaviour")
+        for contract_name in CONCEPTS[cid].names:
             mod_name, attr = contract_name.rsplit(".", 1)
             if attr in seen:
                 if seen[attr] != contract_name:
@@ -95,10 +110,14 @@ def render(concept_ids: list[str], path: str = "my_impl.py") -> str:
             node = _node_for(module, attr)
             if node is None:
                 raise ValueError(f"{contract_name}: not defined at the top of reference/{mod_name}.py")
+            for const in sorted(_default_names(node)):
+                if hasattr(module, const) and not hasattr(builtins, const):
+                    imports.append(f"from reference.{mod_name} import {const}  # a default value")
             node = _stub_class(node) if isinstance(node, ast.ClassDef) else (_stub_body(node) or node)
             parts.append(f"# --- {cid}: {contract_name} " + "-" * max(0, 60 - len(cid) - len(contract_name)))
             parts.append(ast.unparse(node))
     head = HEADER.format(concepts=", ".join(concept_ids), path=path)
+    imports = list(dict.fromkeys(imports))
     text = head + ("\n".join(imports) + "\n" if imports else "") + "\n\n" + "\n\n\n".join(parts) + "\n"
     ast.parse(text)  # the template must be valid Python
     return text

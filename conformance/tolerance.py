@@ -1,4 +1,4 @@
-"""DESIGN.md's numerical tolerance rule, in one place.
+"""The numerical tolerance rule of docs/design.md, in one place.
 
 An implementation's output is compared to an *oracle* computed in float64. Its max abs error may
 be at most ``factor`` times the error of the *reference run in the same low precision*, plus the

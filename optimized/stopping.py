@@ -13,7 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from reference.stopping import Step, StopParams, check_checker_inputs, pending_length  # noqa: F401
+from reference._checks import is_int
+from reference.stopping import Step, StopParams, check_checker_inputs, pending_length
+
+__all__ = ["StopParams", "StopChecker"]  # StopParams re-exported: the same names as reference/stopping.py
 
 
 class StopChecker:
@@ -48,7 +51,7 @@ class StopChecker:
         return self._parts[0] if self._parts else ""
 
     def append(self, token_id: int) -> Step:
-        if isinstance(token_id, bool) or not isinstance(token_id, int):
+        if not is_int(token_id):
             raise TypeError(f"token_id must be an int, got {token_id!r}")
         token = self._vocab.get(token_id)
         if token is None:
@@ -72,7 +75,7 @@ class StopChecker:
             match = self._match(window, base)
             if match is not None:
                 start, s = match
-                cut = self._cut(start, s)
+                cut = start + len(s) if p.include_stop_str_in_output else start
                 old = self.text  # window[i] is character len(old) - base + i of the text
                 return self._finish(n, (old + new)[: len(old) - base + cut], "stop", s)
         if n == p.max_tokens:
@@ -98,10 +101,6 @@ class StopChecker:
             if start != -1 and (best is None or (start + len(s), -len(s)) < best[0]):
                 best = ((start + len(s), -len(s)), start, s)
         return None if best is None else best[1:]
-
-    def _cut(self, start: int, s: str) -> int:
-        """Where the final text ends, for a match of ``s`` at ``start``."""
-        return start + len(s) if self.params.include_stop_str_in_output else start
 
     def _held_back(self, window: str, base: int) -> int:
         """Length of the longest suffix of the text (whose last characters are ``window``) that

@@ -30,21 +30,15 @@ import math
 
 import torch
 
+from reference._checks import FLOAT_DTYPES, check_int, check_real, check_tensor, compute_dtype
+
 __all__ = ["attention"]  # the contract: what an implementation must provide
 __optional__ = ["attention_tiled"]  # checked when an implementation provides them
-
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-
 
 def check_attention_inputs(q, k, v, window=None, scale=None) -> None:
     """Raise TypeError/ValueError naming the bad argument; shared by every implementation."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dim() != 4:
-            raise ValueError(f"{name} must have rank 4 (batch, heads, seq_len, head_dim), got shape {tuple(t.shape)}")
-        if t.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{name} must be a floating tensor (float16/bfloat16/float32/float64), got {t.dtype}")
+        check_tensor(name, t, ndim=4, dims="batch, heads, seq_len, head_dim", dtypes=FLOAT_DTYPES)
     if not (q.dtype == k.dtype == v.dtype):
         raise TypeError(f"q, k, v must share a dtype, got q {q.dtype}, k {k.dtype}, v {v.dtype}")
     if not (q.device == k.device == v.device):
@@ -57,10 +51,8 @@ def check_attention_inputs(q, k, v, window=None, scale=None) -> None:
         raise ValueError(f"q head_dim ({q.shape[3]}) != k head_dim ({k.shape[3]})")
     if k.shape[1] == 0 or q.shape[1] % k.shape[1] != 0:
         raise ValueError(f"q heads ({q.shape[1]}) must be a multiple of k heads ({k.shape[1]})")
-    if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 0):
-        raise ValueError(f"window must be None or an int >= 0, got {window!r}")
-    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale)):
-        raise ValueError(f"scale must be a finite number or None, got {scale!r}")
+    check_int("window", window, minimum=0, allow_none=True)
+    check_real("scale", scale, allow_none=True)
 
 
 def visible_mask(q_len: int, kv_len: int, *, causal: bool, window: int | None, device=None) -> torch.Tensor:
@@ -75,10 +67,6 @@ def visible_mask(q_len: int, kv_len: int, *, causal: bool, window: int | None, d
     return mask
 
 
-def _softmax_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def attention(q, k, v, *, causal: bool = False, window: int | None = None,
               scale: float | None = None, return_lse: bool = False):
     """Attention of ``q`` over ``k``/``v`` (module doc: layout, masking, heads, precision).
@@ -91,7 +79,7 @@ def attention(q, k, v, *, causal: bool = False, window: int | None = None,
     kv_heads, kv_len = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-    acc = _softmax_dtype(q.dtype)
+    acc = compute_dtype(q.dtype)
 
     # GQA without repeating K/V: view the query heads as (kv_heads, group).
     qg = q.reshape(batch, kv_heads, group, q_len, head_dim)
@@ -120,13 +108,13 @@ def attention_tiled(q, k, v, *, causal: bool = False, window: int | None = None,
     never formed: this is what makes FlashAttention an IO result, not a new formula.
     """
     check_attention_inputs(q, k, v, window, scale)
-    if not (isinstance(block_q, int) and block_q > 0 and isinstance(block_k, int) and block_k > 0):
-        raise ValueError(f"block_q and block_k must be positive ints, got {block_q!r}, {block_k!r}")
+    check_int("block_q", block_q, minimum=1)
+    check_int("block_k", block_k, minimum=1)
     batch, q_heads, q_len, head_dim = q.shape
     kv_heads, kv_len = k.shape[1], k.shape[2]
     group = q_heads // kv_heads
     scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
-    acc_dtype = _softmax_dtype(q.dtype)
+    acc_dtype = compute_dtype(q.dtype)
     out = torch.zeros_like(q)
     lse = torch.full((batch, q_heads, q_len), float("-inf"), dtype=acc_dtype, device=q.device)
     mask = visible_mask(q_len, kv_len, causal=causal, window=window, device=q.device)

@@ -29,26 +29,31 @@ numpy-based benchmark scripts (vLLM's benchmark_serving among them) report, so n
 it is continuous and monotone in q, p0 = min, p100 = max. (Nearest-rank, the other common
 definition, always returns an observed value but jumps between them.)
 
-Bad input raises ValueError/TypeError naming the argument: an empty request list (``requests``),
-an empty, decreasing, non-finite or before-arrival ``token_times``, a non-finite ``arrival``, a
-zero-length run window (``requests``), a negative SLO (``ttft_slo``/``tpot_slo``), a percentile
-outside [0, 100] (``q``/``percentiles``), no values (``values``). Inputs are never modified.
+Bad input raises ValueError (an illegal value) or TypeError (the wrong kind of value: not a number,
+not a sequence) whose message names the argument: an empty request list or one that is not a
+sequence, a request that is not a pair, a zero-length run window (all ``requests``); an empty,
+decreasing, non-finite or before-arrival ``token_times``; a non-finite ``arrival``; a negative or
+non-finite SLO (``ttft_slo``/``tpot_slo``); a percentile outside [0, 100] (``q``/``percentiles``);
+no values (``values``). Inputs are never modified.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from numbers import Real
+
+from reference._checks import check_real
 
 __all__ = ["request_metrics", "summarize", "percentile"]  # the contract: what an implementation must provide
 __optional__ = []  # checked when an implementation provides them
 
-DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)  # summarize's default: vocabulary, importable by a template
 
 
 @dataclass(frozen=True)
 class RequestMetrics:
+    """One request's TTFT, TPOT (None for one token), ITL gaps, E2E (seconds) and token count."""
+
     ttft: float
     tpot: float | None
     itl: tuple[float, ...]
@@ -69,6 +74,8 @@ class Distribution:
 
 @dataclass(frozen=True)
 class Summary:
+    """A run's counts, throughputs (per second of the run window), goodput and distributions."""
+
     num_requests: int
     output_tokens: int
     duration: float
@@ -82,15 +89,6 @@ class Summary:
     e2e: Distribution
 
 
-def _real(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    return value
-
-
 def _is_array(x) -> bool:
     """A list, tuple, numpy array... of numbers (anything sized and iterable but a string)."""
     return not isinstance(x, (str, bytes)) and hasattr(x, "__len__") and hasattr(x, "__iter__")
@@ -98,13 +96,13 @@ def _is_array(x) -> bool:
 
 def check_request(arrival, token_times) -> tuple[float, tuple[float, ...]]:
     """Validate one request; return it as floats."""
-    a = _real("arrival", arrival)
+    a = check_real("arrival", arrival)
     if not _is_array(token_times):
         raise TypeError(f"token_times must be a sequence of numbers, got {type(token_times).__name__}")
     if len(token_times) == 0:
         raise ValueError("token_times must hold at least one token time (a request without output "
                          "tokens has no TTFT; count failed requests separately)")
-    t = tuple(_real("token_times", x) for x in token_times)
+    t = tuple(check_real("token_times", x) for x in token_times)
     if t[0] < a:
         raise ValueError(f"token_times[0] = {t[0]} is before arrival = {a}")
     for i in range(1, len(t)):
@@ -124,20 +122,15 @@ def request_metrics(arrival: float, token_times: Sequence[float]) -> RequestMetr
     return RequestMetrics(ttft=first - arrival, tpot=tpot, itl=itl, e2e=last - arrival, output_tokens=n)
 
 
-def _check_q(name: str, q) -> float:
-    q = _real(name, q)
-    if not 0.0 <= q <= 100.0:
-        raise ValueError(f"{name} must be in [0, 100], got {q}")
-    return q
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0 <= q <= 100) by linear interpolation between closest ranks
     (numpy's default method; module docstring)."""
-    q = _check_q("q", q)
-    if not _is_array(values) or len(values) == 0:
-        raise ValueError("values must be a non-empty sequence of numbers")
-    v = sorted(_real("values", x) for x in values)
+    q = check_real("q", q, minimum=0.0, maximum=100.0)
+    if not _is_array(values):
+        raise TypeError(f"values must be a sequence of numbers, got {type(values).__name__}")
+    if len(values) == 0:
+        raise ValueError("values must hold at least one number")
+    v = sorted(check_real("values", x) for x in values)
     h = (len(v) - 1) * q / 100.0
     lo = math.floor(h)
     if lo + 1 >= len(v):
@@ -162,12 +155,15 @@ def summarize(requests: Sequence[tuple[float, Sequence[float]]], *, ttft_slo: fl
               tpot_slo: float | None = None,
               percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> Summary:
     """Throughput, goodput and metric distributions of a run (module docstring)."""
-    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence) or len(requests) == 0:
-        raise ValueError("requests must be a non-empty sequence of (arrival, token_times)")
-    for name, slo in (("ttft_slo", ttft_slo), ("tpot_slo", tpot_slo)):
-        if slo is not None and _real(name, slo) < 0:
-            raise ValueError(f"{name} must be >= 0, got {slo}")
-    percentiles = tuple(_check_q("percentiles", q) for q in percentiles)
+    if isinstance(requests, (str, bytes)) or not isinstance(requests, Sequence):
+        raise TypeError(f"requests must be a sequence of (arrival, token_times), got {type(requests).__name__}")
+    if len(requests) == 0:
+        raise ValueError("requests must hold at least one (arrival, token_times)")
+    check_real("ttft_slo", ttft_slo, minimum=0.0, allow_none=True)
+    check_real("tpot_slo", tpot_slo, minimum=0.0, allow_none=True)
+    if not _is_array(percentiles):
+        raise TypeError(f"percentiles must be a sequence of numbers, got {type(percentiles).__name__}")
+    percentiles = tuple(check_real("percentiles", q, minimum=0.0, maximum=100.0) for q in percentiles)
     checked = []
     for i, req in enumerate(requests):
         if not isinstance(req, Sequence) or len(req) != 2:

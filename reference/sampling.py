@@ -58,10 +58,11 @@ from typing import Any, Mapping, NamedTuple
 
 import torch
 
+from reference._checks import FLOAT_DTYPES, check_tensor, compute_dtype, is_int, is_real
+
 __all__ = ["sampling_probs", "sample"]  # the contract: what an implementation must provide
 __optional__ = []  # checked when an implementation provides them
 
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 Rowwise = Any  # a Python number, a sequence of batch numbers, or a 0-d / 1-d tensor
 
 
@@ -102,28 +103,11 @@ class Rows(NamedTuple):
 
 
 # ----------------------------------------------------------------------------- validation
-def compute_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 def check_logits(logits) -> None:
     """Type, rank and dtype of ``logits`` (values are checked after penalties and bias)."""
-    if not isinstance(logits, torch.Tensor):
-        raise TypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
-    if logits.dim() != 2:
-        raise ValueError(f"logits must have rank 2 (batch, vocab), got shape {tuple(logits.shape)}")
-    if logits.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"logits must be floating (float16/bfloat16/float32/float64), got {logits.dtype}")
+    check_tensor("logits", logits, ndim=2, dims="batch, vocab", dtypes=FLOAT_DTYPES)
     if logits.shape[1] == 0:
         raise ValueError("logits: vocab (dim 1) must be >= 1")
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _per_row(value, name: str, batch: int, *, integer: bool) -> list:
@@ -143,9 +127,9 @@ def _per_row(value, name: str, batch: int, *, integer: bool) -> list:
     else:
         values = [value] * batch
     for i, v in enumerate(values):
-        if integer and not _is_int(v):
+        if integer and not is_int(v):
             raise TypeError(f"{name} must be an int (row {i}), got {v!r}")
-        if not integer and not _is_number(v):
+        if not integer and not is_real(v):
             raise TypeError(f"{name} must be a real number (row {i}), got {v!r}")
     return values
 
@@ -184,9 +168,9 @@ def _dense_bias(bias, batch: int, vocab: int, dtype, device) -> torch.Tensor | N
         if not isinstance(row, Mapping):
             raise TypeError(f"logit_bias[{r}] must be a dict {{token_id: bias}} or None, got {type(row).__name__}")
         for t, b in row.items():
-            if not _is_int(t) or not 0 <= t < vocab:
+            if not is_int(t) or not 0 <= t < vocab:
                 raise ValueError(f"logit_bias[{r}]: token id {t!r} is not in [0, {vocab})")
-            if not _is_number(b) or math.isnan(b) or b == math.inf:
+            if not is_real(b) or math.isnan(b) or b == math.inf:
                 raise ValueError(f"logit_bias[{r}][{t}] must be finite or -inf, got {b!r}")
             dense[r, t] = b
     return dense.to(device=device, dtype=dtype)
@@ -249,7 +233,7 @@ def token_lists(tokens, name: str, batch: int, vocab: int) -> list[torch.Tensor]
             ids = row.detach().to("cpu", torch.int64)
         else:
             row = list(row)
-            if not all(_is_int(v) for v in row):
+            if not all(is_int(v) for v in row):
                 raise TypeError(f"{name}[{r}] must hold ints, got {row[:5]!r}...")
             ids = torch.tensor(row, dtype=torch.int64).reshape(-1)
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
-from spec_tests.sampling.strategies import DTYPES, SamplingCase
+from conformance.strategies import DTYPES
+from spec_tests.sampling.strategies import SamplingCase
 
 REL = 2e-7      # relative rounding budget per processed logit (about 3 float32 ulps)
 

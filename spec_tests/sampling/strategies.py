@@ -8,10 +8,8 @@ from dataclasses import dataclass, replace
 import torch
 from hypothesis import strategies as st
 
-from conformance.strategies import generator, seeds
+from conformance.strategies import DTYPES, dtype_names, generator, seeds
 
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-          "float64": torch.float64}
 PARAM_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
                 "frequency_penalty")
 
@@ -139,7 +137,7 @@ def sampling_cases(draw, *, dtypes=("float32", "float16", "bfloat16", "float64")
                                    for t in draw(st.lists(st.integers(0, vocab - 1), max_size=vocab - 1,
                                                           unique=True)) [:vocab - 1]}))
     return SamplingCase(
-        batch=batch, vocab=vocab, dtype=draw(st.sampled_from(dtypes)), seed=draw(seeds),
+        batch=batch, vocab=vocab, dtype=draw(dtype_names(*dtypes)), seed=draw(seeds),
         kind=draw(st.sampled_from(kinds)), scale=draw(st.sampled_from((0.5, 1.0, 2.0, 4.0))),
         temperature=cols[0], top_k=cols[1], top_p=cols[2], min_p=cols[3],
         repetition_penalty=cols[4], presence_penalty=cols[5], frequency_penalty=cols[6],
