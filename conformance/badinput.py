@@ -16,6 +16,7 @@ called on (e.g. an allocator's snapshot before and after).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -59,6 +60,12 @@ def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(as_bytes(a), as_bytes(b))
 
 
+def _names(message: str, word: str) -> bool:
+    """``word`` occurs in ``message`` as a whole word (case-insensitive): ``q`` is not found in
+    "sequence", ``stop`` is not found in "stop_token_ids"."""
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", message, re.IGNORECASE) is not None
+
+
 def _expected(error) -> str:
     return " or ".join(e.__name__ for e in (error if isinstance(error, tuple) else (error,)))
 
@@ -79,8 +86,8 @@ def assert_rejects(fn: Callable[..., Any], valid: dict | Callable[[], dict], bad
                              f"{type(exc).__name__}: {exc}") from exc
     else:
         raise AssertionError(f"bad input {bad.id!r} was accepted; expected {_expected(bad.error)}")
-    message = str(caught).lower()
-    missing = [w for w in bad.words if w.lower() not in message]
+    message = str(caught)
+    missing = [w for w in bad.words if not _names(message, w)]
     assert not missing, (f"bad input {bad.id!r}: the {type(caught).__name__} message should name "
                          f"{missing}; it says: {caught}")
     for name, t in before_tensors.items():

@@ -35,6 +35,7 @@ from reference._checks import FLOAT_DTYPES, check_int, check_real, check_tensor,
 __all__ = ["attention"]  # the contract: what an implementation must provide
 __optional__ = ["attention_tiled"]  # checked when an implementation provides them
 
+
 def check_attention_inputs(q, k, v, window=None, scale=None) -> None:
     """Raise TypeError/ValueError naming the bad argument; shared by every implementation."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -72,7 +73,10 @@ def attention(q, k, v, *, causal: bool = False, window: int | None = None,
     """Attention of ``q`` over ``k``/``v`` (module doc: layout, masking, heads, precision).
 
     Returns ``out`` (q's shape and dtype) or ``(out, lse)`` with ``lse`` (batch, q_heads, q_len).
-    Raises TypeError/ValueError naming the argument for malformed inputs.
+    Bad input raises, the message naming the argument: ``TypeError`` for a wrong kind of value
+    (q, k, v not tensors, not floating, dtypes differing; window not an int; scale not a real),
+    ``ValueError`` for an illegal one (rank != 4, shapes that do not fit together, window < 0,
+    scale not finite).
     """
     check_attention_inputs(q, k, v, window, scale)
     batch, q_heads, q_len, head_dim = q.shape

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from reference._checks import FLOAT_DTYPES, check_tensor, compute_dtype
 from reference.attention import attention, check_attention_inputs
-from reference._checks import compute_dtype
 
 __all__ = ["attention_varlen", "FlashAttention"]  # the contract: what an implementation must provide
 __optional__ = []  # checked when an implementation provides them
@@ -27,14 +27,11 @@ __optional__ = []  # checked when an implementation provides them
 def check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, window=None, scale=None) -> None:
     """Raise TypeError/ValueError naming the bad argument for :func:`attention_varlen` inputs."""
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if isinstance(t, torch.Tensor) and t.dim() != 3:
-            raise ValueError(f"{name} must have rank 3 (total_tokens, heads, head_dim), got shape {tuple(t.shape)}")
+        check_tensor(name, t, ndim=3, dims="total_tokens, heads, head_dim", dtypes=FLOAT_DTYPES)
     # As a batch of one, (1, heads, total, head_dim), the padded form's checks apply unchanged.
-    check_attention_inputs(*(t.transpose(0, 1).unsqueeze(0) if isinstance(t, torch.Tensor) else t
-                             for t in (q, k, v)), window, scale)
+    check_attention_inputs(*(t.transpose(0, 1).unsqueeze(0) for t in (q, k, v)), window, scale)
     for name, cu, t in (("cu_seqlens_q", cu_seqlens_q, q), ("cu_seqlens_k", cu_seqlens_k, k)):
-        if not isinstance(cu, torch.Tensor) or cu.dtype not in (torch.int32, torch.int64):
-            raise TypeError(f"{name} must be an int32/int64 tensor, got {getattr(cu, 'dtype', type(cu).__name__)}")
+        check_tensor(name, cu, dtypes=(torch.int32, torch.int64))
         if cu.dim() != 1 or cu.numel() < 2:
             raise ValueError(f"{name} must be 1-d with batch + 1 >= 2 entries, got shape {tuple(cu.shape)}")
         c = cu.cpu()
@@ -57,6 +54,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = Fals
     sequence exactly as in :func:`attention` (bottom-right causal, left window). An empty
     sequence is allowed. Returns ``out`` (q's shape) or ``(out, lse)`` with ``lse`` (total_q,
     q_heads): like the padded form, lse has out's shape without head_dim.
+    Bad input raises as in :func:`attention` (``TypeError`` for a wrong kind, ``ValueError`` for
+    an illegal value), the message naming the argument: q, k, v of rank 3; ``cu_seqlens_*``
+    int32/int64, 1-d, starting at 0, never decreasing, ending at the packed length, both
+    describing the same number of sequences.
     """
     check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, window, scale)
     out = torch.zeros_like(q)
@@ -81,6 +82,9 @@ class FlashAttention(torch.nn.Module):
     :func:`attention` (same layout, masking, GQA). The reference wraps :func:`attention`; an
     optimized implementation runs its fused kernel here. No parameters, no state.
     """
+
+    def __init__(self) -> None:
+        super().__init__()
 
     def forward(self, q, k, v, *, causal: bool = False, window: int | None = None,
                 scale: float | None = None):

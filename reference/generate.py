@@ -29,6 +29,8 @@ from typing import Callable
 
 import torch
 
+from reference._checks import check_int, check_tensor
+
 __all__ = ["generate", "generate_uncached"]  # the contract: what an implementation must provide
 __optional__ = []  # checked when an implementation provides them
 
@@ -40,10 +42,7 @@ def greedy(logits: torch.Tensor, generator: torch.Generator | None = None) -> to
 
 def check_generate_inputs(model, prompt_tokens, max_new_tokens, sample_fn, prefill_chunk_size=None):
     """Raise TypeError/ValueError naming the bad argument; return (batch, prompt_len)."""
-    if not isinstance(prompt_tokens, torch.Tensor):
-        raise TypeError(f"prompt_tokens must be a torch.Tensor, got {type(prompt_tokens).__name__}")
-    if prompt_tokens.dim() != 2:
-        raise ValueError(f"prompt_tokens must have rank 2 (batch, prompt_len), got shape {tuple(prompt_tokens.shape)}")
+    check_tensor("prompt_tokens", prompt_tokens, ndim=2, dims="batch, prompt_len")
     if prompt_tokens.dtype.is_floating_point or prompt_tokens.dtype.is_complex or prompt_tokens.dtype == torch.bool:
         raise TypeError(f"prompt_tokens must be an integer tensor, got {prompt_tokens.dtype}")
     batch, prompt_len = prompt_tokens.shape
@@ -53,18 +52,13 @@ def check_generate_inputs(model, prompt_tokens, max_new_tokens, sample_fn, prefi
     lo, hi = int(prompt_tokens.min()), int(prompt_tokens.max())
     if lo < 0 or hi >= vocab:
         raise ValueError(f"prompt_tokens: ids must be in [0, {vocab}), got values in [{lo}, {hi}]")
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
-        raise TypeError(f"max_new_tokens must be an int, got {max_new_tokens!r}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    check_int("max_new_tokens", max_new_tokens, minimum=0)
     if prompt_len + max_new_tokens > model.config.max_seq_len:
         raise ValueError(f"max_new_tokens: prompt ({prompt_len}) + max_new_tokens ({max_new_tokens}) exceeds "
                          f"the model's max_seq_len={model.config.max_seq_len}")
     if sample_fn is not None and not callable(sample_fn):
         raise TypeError(f"sample_fn must be callable, got {type(sample_fn).__name__}")
-    if prefill_chunk_size is not None and (isinstance(prefill_chunk_size, bool)
-                                           or not isinstance(prefill_chunk_size, int) or prefill_chunk_size <= 0):
-        raise ValueError(f"prefill_chunk_size must be None or an int > 0, got {prefill_chunk_size!r}")
+    check_int("prefill_chunk_size", prefill_chunk_size, minimum=1, allow_none=True)
     return batch, prompt_len
 
 

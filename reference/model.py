@@ -43,13 +43,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from reference._checks import FLOAT_DTYPES, check_int, check_real, check_tensor, compute_dtype
 from reference.attention import attention as reference_attention
 from reference.kv_bytes import KVCache
 
 __all__ = ["ModelConfig", "Transformer", "save_weights", "load_weights"]  # the contract: what an implementation must provide
 __optional__ = []  # checked when an implementation provides them
-
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
 @dataclass(frozen=True)
@@ -72,28 +71,23 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "dim", "n_layers", "n_heads", "n_kv_heads", "max_seq_len"):
-            _check_positive_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), minimum=1)
         if self.head_dim is None:
             if self.dim % self.n_heads:
                 raise ValueError(f"head_dim: dim ({self.dim}) is not a multiple of n_heads "
                                  f"({self.n_heads}); give head_dim explicitly")
             object.__setattr__(self, "head_dim", self.dim // self.n_heads)
-        _check_positive_int("head_dim", self.head_dim)
+        check_int("head_dim", self.head_dim, minimum=1)
         if self.head_dim % 2:
             raise ValueError(f"head_dim must be even (RoPE rotates pairs), got {self.head_dim}")
         if self.hidden_dim is None:
             object.__setattr__(self, "hidden_dim", 16 * math.ceil(8 * self.dim / 3 / 16))
-        _check_positive_int("hidden_dim", self.hidden_dim)
+        check_int("hidden_dim", self.hidden_dim, minimum=1)
         if self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_kv_heads ({self.n_kv_heads}) must divide n_heads ({self.n_heads})")
-        for name in ("rope_theta", "norm_eps"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise TypeError(f"{name} must be a finite number, got {value!r}")
-        if self.rope_theta <= 1:
+        if check_real("rope_theta", self.rope_theta) <= 1:
             raise ValueError(f"rope_theta must be > 1, got {self.rope_theta}")
-        if self.norm_eps < 0:
-            raise ValueError(f"norm_eps must be >= 0, got {self.norm_eps}")
+        check_real("norm_eps", self.norm_eps, minimum=0)
         if self.dtype not in FLOAT_DTYPES:
             raise TypeError(f"dtype must be one of {FLOAT_DTYPES}, got {self.dtype!r}")
 
@@ -102,21 +96,10 @@ class ModelConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _check_positive_int(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-
-
-def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32
-
-
 # --- building blocks ---------------------------------------------------------------------------
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """weight * x / sqrt(mean(x^2, last dim) + eps), in float32 (float64 for float64 x)."""
-    xf = x.to(_acc_dtype(x.dtype))
+    xf = x.to(compute_dtype(x.dtype))
     normed = xf * torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
     return weight * normed.to(x.dtype)
 
@@ -125,7 +108,7 @@ def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: to
     """cos and sin tables (len(positions), head_dim) for half-split RoPE: column i and
     i + head_dim/2 both hold the angle pos * theta^(-2i/head_dim). Computed in float32 (float64 for
     float64 models), returned in ``dtype``."""
-    acc = _acc_dtype(dtype)
+    acc = compute_dtype(dtype)
     inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=acc, device=positions.device) / head_dim))
     angles = positions.to(acc)[:, None] * inv_freq[None, :]
     angles = torch.cat([angles, angles], dim=-1)
@@ -234,7 +217,8 @@ class Backbone(nn.Module):
 
 # --- the model ---------------------------------------------------------------------------------
 class Transformer(nn.Module):
-    """``Transformer(config, *, seed=0, attention=None)``: the decoder with seeded weights.
+    """The decoder with seeded weights, an ``nn.Module``: ``forward(tokens, cache=None)`` -> logits
+    (batch, seq, vocab_size); ``new_cache(batch, max_seq_len=None)`` -> an empty KV cache.
 
     ``forward(tokens, cache=None)``: ``tokens`` int (batch, seq) with ids in [0, vocab_size);
     returns float logits (batch, seq, vocab_size) in the model's dtype. With a ``cache`` (from
@@ -253,8 +237,7 @@ class Transformer(nn.Module):
         super().__init__()
         if not isinstance(config, ModelConfig):
             raise TypeError(f"config must be a ModelConfig, got {type(config).__name__}")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, got {seed!r}")
+        check_int("seed", seed)
         if attention is not None and not callable(attention):
             raise TypeError(f"attention must be callable, got {type(attention).__name__}")
         self.config = config
@@ -296,10 +279,7 @@ class Transformer(nn.Module):
     def check_inputs(self, tokens, cache) -> int:
         """Validate ``tokens`` and ``cache``; return the first new position."""
         c = self.config
-        if not isinstance(tokens, torch.Tensor):
-            raise TypeError(f"tokens must be a torch.Tensor, got {type(tokens).__name__}")
-        if tokens.dim() != 2:
-            raise ValueError(f"tokens must have rank 2 (batch, seq), got shape {tuple(tokens.shape)}")
+        check_tensor("tokens", tokens, ndim=2, dims="batch, seq")
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
             raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
         if tokens.numel() == 0:

@@ -6,10 +6,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from conformance.strategies import randn, seeds
-
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-          "float64": torch.float64}
+from conformance.strategies import DTYPES, randn, seeds
 
 
 @dataclass(frozen=True)

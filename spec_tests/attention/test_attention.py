@@ -13,10 +13,11 @@ import torch
 import torch.nn.functional as F
 from hypothesis import example, given, strategies as st
 
-from spec_tests.attention.strategies import AttnCase, attn_cases
+from conformance.badinput import Bad, bad_cases
 from conformance.tolerance import assert_close_to_oracle, assert_metamorphic
 from spec_tests.attention.oracles import attention_brute_force
-
+from spec_tests.attention.rejects import assert_rejects_naming
+from spec_tests.attention.strategies import AttnCase, attn_cases
 
 
 def _run(fn, q, k, v, case: AttnCase, **extra):
@@ -152,26 +153,55 @@ def test_fresh_result_for_each_call(impl, reference, device):
         assert_close_to_oracle(out, ref, oracle, name=f"call with seed {seed}")
 
 
-def _bad_inputs(device):
-    q = torch.randn(1, 4, 8, 16, device=device)
-    k = torch.randn(1, 2, 8, 16, device=device)
-    yield "rank", (q[0], k, k), {}, ValueError, r"\bq\b.*rank 4"
-    yield "kv rank", (q, k[0], k), {}, ValueError, r"\bk\b.*rank 4"
-    yield "heads", (q[:, :3], k, k), {}, ValueError, r"heads"
-    yield "head_dim", (q, k[..., :8], k[..., :8]), {}, ValueError, r"head_dim"
-    yield "k/v shape", (q, k, k[:, :, :4]), {}, ValueError, r"\bk\b.*\bv\b"
-    yield "batch", (q, torch.cat([k, k]), torch.cat([k, k])), {}, ValueError, r"batch"
-    yield "dtype mix", (q, k.half(), k.half()), {}, TypeError, r"dtype"
-    yield "int dtype", (q.long(), k.long(), k.long()), {}, TypeError, r"\bq\b.*floating"
-    yield "window<0", (q, k, k), {"window": -1}, ValueError, r"window"
-    yield "not a tensor", (q.tolist(), k, k), {}, TypeError, r"\bq\b"
+def _valid(device) -> dict:
+    """A valid call: 4 query heads over 2 KV heads (GQA), 8 positions, head_dim 16."""
+    return dict(q=torch.randn(1, 4, 8, 16, device=device), k=torch.randn(1, 2, 8, 16, device=device),
+                v=torch.randn(1, 2, 8, 16, device=device))
 
 
-@pytest.mark.parametrize("which", ["rank", "kv rank", "heads", "head_dim", "k/v shape", "batch",
-                                   "dtype mix", "int dtype", "window<0", "not a tensor"])
-def test_rejects_bad_input(impl, device, which):
-    """Malformed input raises a clear ValueError/TypeError naming the argument."""
-    fn = impl.get("attention.attention")
-    args, kwargs, exc, pattern = next((a, kw, e, p) for w, a, kw, e, p in _bad_inputs(device) if w == which)
-    with pytest.raises(exc, match=pattern):
-        fn(*args, **kwargs)
+def _with(**changes):
+    """A Bad change computed from the valid arguments: ``name=lambda valid_kwargs: new_value``."""
+    return lambda kw: {**kw, **{name: f(kw) for name, f in changes.items()}}
+
+
+BAD = [
+    Bad("q rank 3", _with(q=lambda kw: kw["q"][0]), ValueError, ("q",)),
+    Bad("k rank 3", _with(k=lambda kw: kw["k"][0]), ValueError, ("k",)),
+    Bad("v rank 5", _with(v=lambda kw: kw["v"][None]), ValueError, ("v",)),
+    Bad("q not a tensor", _with(q=lambda kw: kw["q"].tolist()), TypeError, ("q",)),
+    Bad("v not a tensor", _with(v=lambda kw: kw["v"].tolist()), TypeError, ("v",)),
+    Bad("integer q", _with(q=lambda kw: kw["q"].long(), k=lambda kw: kw["k"].long(),
+                           v=lambda kw: kw["v"].long()), TypeError, ("q",)),
+    Bad("k dtype differs", _with(k=lambda kw: kw["k"].half(), v=lambda kw: kw["v"].half()), TypeError, ("k",)),
+    Bad("heads not a multiple", _with(q=lambda kw: kw["q"][:, :3]), ValueError, ("q",)),
+    Bad("head_dim differs", _with(k=lambda kw: kw["k"][..., :8], v=lambda kw: kw["v"][..., :8]),
+        ValueError, ("k",)),
+    Bad("k/v shapes differ", _with(v=lambda kw: kw["v"][:, :, :4]), ValueError, ("v",)),
+    Bad("batch differs", _with(k=lambda kw: torch.cat([kw["k"]] * 2), v=lambda kw: torch.cat([kw["v"]] * 2)),
+        ValueError, ("k",)),
+    Bad("negative window", dict(window=-1), ValueError, ("window",)),
+    Bad("float window", dict(window=2.5), TypeError, ("window",)),
+    Bad("bool window", dict(window=True), TypeError, ("window",)),
+    Bad("nan scale", dict(scale=math.nan), ValueError, ("scale",)),
+    Bad("string scale", dict(scale="0.25"), TypeError, ("scale",)),
+]
+
+
+@bad_cases(BAD)
+def test_rejects_bad_input(impl, device, bad):
+    """Malformed input raises TypeError (wrong kind of value) or ValueError (illegal value) whose
+    message names the argument; the rejected call leaves its tensors unchanged."""
+    assert_rejects_naming(impl.get("attention.attention"), lambda: _valid(device), bad)
+
+
+TILED_BAD = [
+    Bad("zero block_q", dict(block_q=0), ValueError, ("block_q",)),
+    Bad("float block_k", dict(block_k=4.0), TypeError, ("block_k",)),
+    Bad("q rank 3 (tiled)", _with(q=lambda kw: kw["q"][0]), ValueError, ("q",)),
+]
+
+
+@bad_cases(TILED_BAD)
+def test_tiled_rejects_bad_input(impl, device, bad):
+    """attention_tiled checks its inputs like attention, and block sizes are ints >= 1."""
+    assert_rejects_naming(impl.get("attention.attention_tiled"), lambda: _valid(device), bad)

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from spec_tests.attention.strategies import DTYPES
-from conformance.strategies import randn, seeds
+from conformance.strategies import DTYPES, randn, seeds
 
 
 @dataclass(frozen=True)

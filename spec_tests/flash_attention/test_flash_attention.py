@@ -1,10 +1,11 @@
 """FlashAttention-2 (course 05.07): a tiled, IO-aware kernel that must compute exactly attention.
 
-The contract is attention's (reference/attention.py) in two more forms: the packed
-``attention.attention_varlen`` (total_tokens, heads, head_dim) with cumulative sequence lengths,
-and ``attention.FlashAttention``, the nn.Module a transformer layer calls. Forward AND backward
+The contract (reference/flash_attention.py) is attention's (reference/attention.py) in two more
+forms: the packed ``flash_attention.attention_varlen`` (total_tokens, heads, head_dim) with
+cumulative sequence lengths, and ``flash_attention.FlashAttention``, the nn.Module a transformer
+layer calls. Forward AND backward
 are specified. Every floating comparison follows DESIGN's rule against a float64 oracle (the
-reference run in float64, itself checked against a brute force in test_attention.py): outputs
+reference run in float64, itself checked against a brute force in spec_tests/attention/): outputs
 and lse within 2x the reference's own error in the same dtype + the rounding floor, gradients
 (dq, dk, dv by autograd) within 3x.
 
@@ -22,13 +23,12 @@ import pytest
 import torch
 from hypothesis import example, given, settings, strategies as st
 
-from spec_tests.attention.strategies import AttnCase, attn_cases
-from conformance.strategies import randn
-from spec_tests.flash_attention.strategies import VarlenCase, varlen_cases
+from conformance.badinput import Bad, bad_cases
+from conformance.strategies import LOW_PRECISION as LOW, randn
 from conformance.tolerance import assert_close_to_oracle, assert_metamorphic
-
-
-LOW = ("float16", "bfloat16")
+from spec_tests.attention.rejects import assert_rejects_naming
+from spec_tests.attention.strategies import AttnCase, attn_cases
+from spec_tests.flash_attention.strategies import VarlenCase, varlen_cases
 
 
 def _scaled(n: int) -> int:
@@ -246,29 +246,49 @@ def test_strided_inputs_equal_contiguous(impl, reference, device):
     assert_metamorphic(a, b, ref, oracle, name="strided vs contiguous", inputs=dict(case=case))
 
 
-def _bad_varlen(device):
-    q = torch.randn(10, 4, 16, device=device)
-    k = torch.randn(7, 2, 16, device=device)
-    cq = torch.tensor([0, 4, 10], dtype=torch.int32, device=device)
-    ck = torch.tensor([0, 3, 7], dtype=torch.int32, device=device)
-    yield "q rank", (q[None], k, k, cq, ck), ValueError, r"\bq\b.*rank 3"
-    yield "heads", (q[:, :3], k, k, cq, ck), ValueError, r"heads"
-    yield "start", (q, k, k, cq + 1, ck), ValueError, r"cu_seqlens_q.*start at 0"
-    yield "decreasing", (q, k, k, torch.tensor([0, 6, 4, 10], dtype=torch.int32), ck), ValueError, r"cu_seqlens_q"
-    yield "end", (q, k, k, cq, torch.tensor([0, 3, 6], dtype=torch.int32)), ValueError, r"cu_seqlens_k.*end at 7"
-    yield "float", (q, k, k, cq.float(), ck), TypeError, r"cu_seqlens_q.*int32"
-    yield "count", (q, k, k, cq, torch.tensor([0, 7], dtype=torch.int32)), ValueError, r"same number"
-    yield "dtype mix", (q.half(), k, k, cq, ck), TypeError, r"dtype"
+def _valid_varlen(device) -> dict:
+    """A valid packed call: two sequences, 4 + 6 queries over 3 + 4 keys, 4 query heads over 2."""
+    return dict(q=torch.randn(10, 4, 16, device=device), k=torch.randn(7, 2, 16, device=device),
+                v=torch.randn(7, 2, 16, device=device),
+                cu_seqlens_q=torch.tensor([0, 4, 10], dtype=torch.int32, device=device),
+                cu_seqlens_k=torch.tensor([0, 3, 7], dtype=torch.int32, device=device))
 
 
-@pytest.mark.parametrize("which", ["q rank", "heads", "start", "decreasing", "end", "float", "count",
-                                   "dtype mix"])
-def test_varlen_rejects_bad_input(impl, device, which):
-    """Malformed packed input raises a ValueError/TypeError naming the argument."""
-    fn = impl.get("flash_attention.attention_varlen")
-    args, exc, pattern = next((a, e, p) for w, a, e, p in _bad_varlen(device) if w == which)
-    with pytest.raises(exc, match=pattern):
-        fn(*args)
+def _with(**changes):
+    """A Bad change computed from the valid arguments: ``name=lambda valid_kwargs: new_value``."""
+    return lambda kw: {**kw, **{name: f(kw) for name, f in changes.items()}}
+
+
+def _cu(*values):
+    return lambda kw: torch.tensor(values, dtype=torch.int32, device=kw["q"].device)
+
+
+VARLEN_BAD = [
+    Bad("q rank 4", _with(q=lambda kw: kw["q"][None]), ValueError, ("q",)),
+    Bad("k rank 2", _with(k=lambda kw: kw["k"][:, 0]), ValueError, ("k",)),
+    Bad("v not a tensor", _with(v=lambda kw: kw["v"].tolist()), TypeError, ("v",)),
+    Bad("heads not a multiple", _with(q=lambda kw: kw["q"][:, :3]), ValueError, ("q",)),
+    Bad("q dtype differs", _with(q=lambda kw: kw["q"].half()), TypeError, ("q",)),
+    Bad("cu_seqlens_q starts at 1", _with(cu_seqlens_q=lambda kw: kw["cu_seqlens_q"] + 1), ValueError,
+        ("cu_seqlens_q",)),
+    Bad("cu_seqlens_q decreases", _with(cu_seqlens_q=_cu(0, 6, 4, 10)), ValueError, ("cu_seqlens_q",)),
+    Bad("cu_seqlens_k ends early", _with(cu_seqlens_k=_cu(0, 3, 6)), ValueError, ("cu_seqlens_k",)),
+    Bad("float cu_seqlens_q", _with(cu_seqlens_q=lambda kw: kw["cu_seqlens_q"].float()), TypeError,
+        ("cu_seqlens_q",)),
+    Bad("cu_seqlens_k a list", dict(cu_seqlens_k=[0, 3, 7]), TypeError, ("cu_seqlens_k",)),
+    Bad("cu_seqlens_q 2-d", _with(cu_seqlens_q=lambda kw: kw["cu_seqlens_q"][None]), ValueError,
+        ("cu_seqlens_q",)),
+    Bad("sequence counts differ", _with(cu_seqlens_k=_cu(0, 7)), ValueError, ("cu_seqlens_k",)),
+    Bad("negative window", dict(window=-1), ValueError, ("window",)),
+    Bad("inf scale", dict(scale=math.inf), ValueError, ("scale",)),
+]
+
+
+@bad_cases(VARLEN_BAD)
+def test_varlen_rejects_bad_input(impl, device, bad):
+    """Malformed packed input raises TypeError (wrong kind of value) or ValueError (illegal value)
+    whose message names the argument; the rejected call leaves its tensors unchanged."""
+    assert_rejects_naming(impl.get("flash_attention.attention_varlen"), lambda: _valid_varlen(device), bad)
 
 
 # ------------------------------------------------------ long and odd lengths (GPU / slow)

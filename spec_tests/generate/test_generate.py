@@ -13,12 +13,13 @@ float64 logits up to that bound.
 """
 from __future__ import annotations
 
-import pytest
 import torch
 from hypothesis import event, example, given, strategies as st
 
-from spec_tests.model.strategies import GenCase, ModelCase, gen_cases
+from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.tolerance import assert_close_to_oracle, rounding_floor
+from spec_tests.generate.strategies import GenCase, gen_cases
+from spec_tests.model.strategies import ModelCase
 
 
 FLOAT64_ATOL = 1e-10
@@ -196,30 +197,43 @@ def test_zero_and_one_new_tokens(impl, reference):
         torch.testing.assert_close(logits[:, 0], last, rtol=0, atol=1e-6)
 
 
-_BAD = {
-    # which: (prompt, max_new_tokens, extra kwargs, exception, pattern, uncached too)
-    "float prompt": (torch.zeros(1, 3), 2, {}, TypeError, r"prompt_tokens", True),
-    "rank 1": (torch.zeros(3, dtype=torch.long), 2, {}, ValueError, r"prompt_tokens.*rank", True),
-    "empty prompt": (torch.zeros(1, 0, dtype=torch.long), 2, {}, ValueError, r"prompt_tokens", True),
-    "id == vocab": (torch.tensor([[0, 64]]), 2, {}, ValueError, r"prompt_tokens", True),
-    "negative new": (torch.zeros(1, 3, dtype=torch.long), -1, {}, ValueError, r"max_new_tokens", True),
-    "float new": (torch.zeros(1, 3, dtype=torch.long), 2.0, {}, TypeError, r"max_new_tokens", True),
-    "past max_seq_len": (torch.zeros(1, 5, dtype=torch.long), 4, {}, ValueError, r"max_new_tokens", True),
-    "chunk 0": (torch.zeros(1, 3, dtype=torch.long), 2, {"prefill_chunk_size": 0}, ValueError,
-                r"prefill_chunk_size", False),     # generate_uncached may ignore the argument
-    "sample_fn shape": (torch.zeros(2, 3, dtype=torch.long), 2, {"sample_fn": lambda l, g: l.argmax()},
-                        ValueError, r"sample_fn", True),
-}
+_BAD_CASE = GenCase(ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 8, 1, 3, "float32", 0), 1)
+_VALID = dict(prompt_tokens=torch.zeros(1, 3, dtype=torch.long), max_new_tokens=2)
+# Both loops: the model's vocab_size is 64 and max_seq_len 8.
+BAD = [
+    Bad("float prompt", dict(prompt_tokens=torch.zeros(1, 3)), TypeError, ("prompt_tokens",)),
+    Bad("list prompt", dict(prompt_tokens=[[0, 1, 2]]), TypeError, ("prompt_tokens",)),
+    Bad("rank 1", dict(prompt_tokens=torch.zeros(3, dtype=torch.long)), ValueError, ("prompt_tokens", "rank")),
+    Bad("empty prompt", dict(prompt_tokens=torch.zeros(1, 0, dtype=torch.long)), ValueError, ("prompt_tokens",)),
+    Bad("id == vocab", dict(prompt_tokens=torch.tensor([[0, 64]])), ValueError, ("prompt_tokens",)),
+    Bad("negative id", dict(prompt_tokens=torch.tensor([[0, -1]])), ValueError, ("prompt_tokens",)),
+    Bad("negative max_new_tokens", dict(max_new_tokens=-1), ValueError, ("max_new_tokens",)),
+    Bad("float max_new_tokens", dict(max_new_tokens=2.0), TypeError, ("max_new_tokens",)),
+    Bad("past max_seq_len", dict(prompt_tokens=torch.zeros(1, 5, dtype=torch.long), max_new_tokens=4), ValueError,
+        ("max_new_tokens",)),
+    Bad("sample_fn not callable", dict(sample_fn=3), TypeError, ("sample_fn",)),
+    Bad("sample_fn shape", dict(prompt_tokens=torch.zeros(2, 3, dtype=torch.long), sample_fn=lambda logits, g: logits.argmax()),
+        ValueError, ("sample_fn",)),
+    Bad("sample_fn ids outside vocab", dict(sample_fn=lambda logits, g: torch.full(logits.shape[:1], 64)), ValueError,
+        ("sample_fn",)),
+]
+# The cached loop only: generate_uncached may ignore prefill_chunk_size.
+CHUNK_BAD = [
+    Bad("prefill_chunk_size 0", dict(prefill_chunk_size=0), ValueError, ("prefill_chunk_size",)),
+    Bad("float prefill_chunk_size", dict(prefill_chunk_size=2.0), TypeError, ("prefill_chunk_size",)),
+]
 
 
-@pytest.mark.parametrize("fn_name", ["generate.generate", "generate.generate_uncached"])
-@pytest.mark.parametrize("which", list(_BAD))
-def test_rejects_bad_input(impl, reference, fn_name, which):
-    """Malformed input raises ValueError/TypeError naming the argument."""
-    prompt, new, kwargs, exc, pattern, uncached_too = _BAD[which]
-    if fn_name.endswith("uncached") and not uncached_too:
-        pytest.skip("generate_uncached need not take prefill_chunk_size")
-    fn = impl.get(fn_name)
-    case = GenCase(ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 8, 1, 3, "float32", 0), 1)
-    with pytest.raises(exc, match=pattern):
-        fn(_model(reference, case, torch.float32), prompt, new, **kwargs)
+@bad_cases(BAD + CHUNK_BAD)
+def test_generate_rejects_bad_input(impl, reference, bad):
+    """Malformed input to generate raises TypeError/ValueError naming the argument; the prompt is
+    not modified."""
+    model = _model(reference, _BAD_CASE, torch.float32)
+    assert_rejects(impl.get("generate.generate"), {**_VALID, "model": model}, bad)
+
+
+@bad_cases(BAD)
+def test_generate_uncached_rejects_bad_input(impl, reference, bad):
+    """Malformed input to generate_uncached raises TypeError/ValueError naming the argument."""
+    model = _model(reference, _BAD_CASE, torch.float32)
+    assert_rejects(impl.get("generate.generate_uncached"), {**_VALID, "model": model}, bad)

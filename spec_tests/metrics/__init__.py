@@ -6,5 +6,6 @@ CONCEPT = ConceptInfo(
     lessons=("01.11", "04.09", "04.10", "04.11", "04.12"),
     chapters=(),
     module="1 The generation loop",
-    vocabulary=(),
+    # the result records, and summarize's default percentiles (a template must import it)
+    vocabulary=("RequestMetrics", "Distribution", "Summary", "DEFAULT_PERCENTILES"),
 )

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, example, given, strategies as st
 
+from conformance.badinput import Bad, assert_rejects, bad_cases
 from spec_tests.metrics.strategies import request, runs
 
 
@@ -246,37 +247,80 @@ def test_pinned_examples(impl):
 
 
 # --- bad input -----------------------------------------------------------------------------
-@pytest.mark.parametrize("args,exc,name", [
-    ((0.0, []), ValueError, "token_times"),
-    ((0.0, [1.0, 0.5]), ValueError, "token_times"),
-    ((2.0, [1.0]), ValueError, "token_times|arrival"),
-    ((0.0, [1.0, math.nan]), ValueError, "token_times"),
-    ((math.inf, [1.0]), ValueError, "arrival"),
-    ((0.0, "12"), TypeError, "token_times"),
-    (("0", [1.0]), TypeError, "arrival"),
-])
-def test_request_metrics_rejects_bad_input(impl, args, exc, name):
-    with pytest.raises(exc, match=name):
-        impl.get("metrics.request_metrics")(*args)
+REQUEST_VALID = dict(arrival=0.0, token_times=[0.5, 1.0])
+REQUEST_BAD = [
+    Bad("empty token_times", dict(token_times=[]), ValueError, ("token_times",)),
+    Bad("decreasing token_times", dict(token_times=[1.0, 0.5]), ValueError, ("token_times",)),
+    Bad("token before arrival", dict(arrival=2.0, token_times=[1.0]), ValueError, ("token_times",)),
+    Bad("NaN token time", dict(token_times=[1.0, math.nan]), ValueError, ("token_times",)),
+    Bad("infinite token time", dict(token_times=[1.0, math.inf]), ValueError, ("token_times",)),
+    Bad("token_times a string", dict(token_times="12"), TypeError, ("token_times",)),
+    Bad("token_times None", dict(token_times=None), TypeError, ("token_times",)),
+    Bad("str token time", dict(token_times=[0.5, "1"]), TypeError, ("token_times",)),
+    Bad("infinite arrival", dict(arrival=math.inf), ValueError, ("arrival",)),
+    Bad("NaN arrival", dict(arrival=math.nan), ValueError, ("arrival",)),
+    Bad("str arrival", dict(arrival="0"), TypeError, ("arrival",)),
+    Bad("bool arrival", dict(arrival=False), TypeError, ("arrival",)),
+]
 
 
-@pytest.mark.parametrize("reqs,kwargs,exc,name", [
-    ([], {}, ValueError, "requests"),
-    ([(0.0, [0.0])], {}, ValueError, "requests"),                # zero-length run window
-    ([(0.0, [1.0])], dict(ttft_slo=-1.0), ValueError, "ttft_slo"),
-    ([(0.0, [1.0])], dict(tpot_slo=-0.1), ValueError, "tpot_slo"),
-    ([(0.0, [1.0])], dict(percentiles=(50, 101)), ValueError, "percentiles"),
-    ([(0.0, [1.0]), (0.0, [])], {}, ValueError, "token_times"),
-])
-def test_summarize_rejects_bad_input(impl, reqs, kwargs, exc, name):
-    with pytest.raises(exc, match=name):
-        impl.get("metrics.summarize")(reqs, **kwargs)
+@bad_cases(REQUEST_BAD)
+def test_request_metrics_rejects_bad_input(impl, bad):
+    """request_metrics: ValueError for an illegal timeline, TypeError for the wrong kind, naming
+    ``arrival`` or ``token_times``."""
+    assert_rejects(impl.get("metrics.request_metrics"), REQUEST_VALID, bad)
 
 
-@pytest.mark.parametrize("values,q,name", [([], 50, "values"), ([1.0], -1, "q"), ([1.0], 100.5, "q")])
-def test_percentile_rejects_bad_input(impl, values, q, name):
-    with pytest.raises(ValueError, match=name):
-        impl.get("metrics.percentile")(values, q)
+SUMMARIZE_VALID = dict(requests=[(0.0, [0.5, 1.0]), (0.25, [1.5])])
+SUMMARIZE_BAD = [
+    Bad("no requests", dict(requests=[]), ValueError, ("requests",)),
+    Bad("requests an int", dict(requests=3), TypeError, ("requests",)),
+    Bad("requests a string", dict(requests="01"), TypeError, ("requests",)),
+    Bad("zero-length run window", dict(requests=[(0.0, [0.0])]), ValueError, ("requests",)),
+    Bad("request not a pair", dict(requests=[(0.0, [1.0]), (0.0,)]), ValueError, ("requests",)),
+    Bad("request with empty token_times", dict(requests=[(0.0, [1.0]), (0.0, [])]), ValueError,
+        ("token_times",)),
+    Bad("request with decreasing token_times", dict(requests=[(0.0, [1.0, 0.5])]), ValueError,
+        ("token_times",)),
+    Bad("request with NaN arrival", dict(requests=[(0.0, [1.0]), (math.nan, [1.0])]), ValueError,
+        ("arrival",)),
+    Bad("negative ttft_slo", dict(ttft_slo=-1.0), ValueError, ("ttft_slo",)),
+    Bad("NaN ttft_slo", dict(ttft_slo=math.nan), ValueError, ("ttft_slo",)),
+    Bad("str ttft_slo", dict(ttft_slo="1"), TypeError, ("ttft_slo",)),
+    Bad("negative tpot_slo", dict(tpot_slo=-0.1), ValueError, ("tpot_slo",)),
+    Bad("bool tpot_slo", dict(tpot_slo=True), TypeError, ("tpot_slo",)),
+    Bad("percentile above 100", dict(percentiles=(50, 101)), ValueError, ("percentiles",)),
+    Bad("negative percentile", dict(percentiles=(-1,)), ValueError, ("percentiles",)),
+    Bad("str percentile", dict(percentiles=("50",)), TypeError, ("percentiles",)),
+    Bad("percentiles a number", dict(percentiles=50), TypeError, ("percentiles",)),
+]
+
+
+@bad_cases(SUMMARIZE_BAD)
+def test_summarize_rejects_bad_input(impl, bad):
+    """summarize: ValueError for an illegal value, TypeError for the wrong kind, naming the
+    argument (a malformed request names the request's field)."""
+    assert_rejects(impl.get("metrics.summarize"), SUMMARIZE_VALID, bad)
+
+
+PERCENTILE_VALID = dict(values=[1.0, 2.0, 4.0], q=50)
+PERCENTILE_BAD = [
+    Bad("no values", dict(values=[]), ValueError, ("values",)),
+    Bad("NaN value", dict(values=[1.0, math.nan]), ValueError, ("values",)),
+    Bad("str value", dict(values=[1.0, "2"]), TypeError, ("values",)),
+    Bad("values a number", dict(values=1.0), TypeError, ("values",)),
+    Bad("negative q", dict(q=-1), ValueError, ("q",)),
+    Bad("q above 100", dict(q=100.5), ValueError, ("q",)),
+    Bad("NaN q", dict(q=math.nan), ValueError, ("q",)),
+    Bad("str q", dict(q="50"), TypeError, ("q",)),
+]
+
+
+@bad_cases(PERCENTILE_BAD)
+def test_percentile_rejects_bad_input(impl, bad):
+    """percentile: ValueError for no values, a non-finite value or q outside [0, 100]; TypeError
+    for the wrong kind; naming ``values`` or ``q``."""
+    assert_rejects(impl.get("metrics.percentile"), PERCENTILE_VALID, bad)
 
 
 @given(reqs=runs())

@@ -1,4 +1,5 @@
-"""Strategies for the tiny Llama-style model and the generation loop.
+"""Strategies for the tiny Llama-style model (the generation loop's are in
+spec_tests/generate/strategies.py, built on these).
 
 A :class:`ModelCase` is a model shape plus a weight seed and a token batch; its repr is valid
 Python (``from spec_tests.model.strategies import ModelCase``) and rebuilds the same model and
@@ -11,10 +12,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from conformance.strategies import generator, seeds
-
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-          "float64": torch.float64}
+from conformance.strategies import DTYPES, generator, seeds
 
 
 @dataclass(frozen=True)
@@ -79,24 +77,3 @@ def model_cases(draw, *, dtypes=("float32",), max_seq: int = 24, max_batch: int 
         max_seq_len=seq_len + extra_positions + draw(st.integers(0, 4)),
         batch=draw(st.integers(1, max_batch)), seq_len=seq_len, dtype=draw(st.sampled_from(dtypes)),
         seed=draw(seeds))
-
-
-@dataclass(frozen=True)
-class GenCase:
-    """A generation problem: ``model.seq_len`` prompt tokens per row (``model.tokens()``), then
-    ``max_new_tokens`` more, the prompt prefilled in chunks of ``prefill_chunk_size``."""
-
-    model: ModelCase
-    max_new_tokens: int
-    prefill_chunk_size: int | None = None
-
-
-@st.composite
-def gen_cases(draw, *, dtypes=("float32",), max_prompt: int = 8, max_new: int = 10, max_batch: int = 2):
-    """Prompts of 1..max_prompt tokens, 1..max_new new tokens, a context window that is exactly
-    full at the end or has up to 2 positions to spare, and chunked prefill half of the time."""
-    new = draw(st.integers(1, max_new))
-    model = draw(model_cases(dtypes=dtypes, max_seq=max_prompt, max_batch=max_batch, extra_positions=new))
-    model = ModelCase(**{**model.__dict__, "max_seq_len": model.seq_len + new + draw(st.integers(0, 2))})
-    chunk = draw(st.one_of(st.none(), st.integers(1, model.seq_len)))
-    return GenCase(model=model, max_new_tokens=new, prefill_chunk_size=chunk)

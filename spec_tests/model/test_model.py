@@ -1,7 +1,7 @@
 """The tiny Llama-style model (course 01.01, 01.04): the properties that define it.
 
 Oracles: a float64 brute force written one token at a time from the formulas
-(spec_tests/oracles.py), and HF transformers' ``LlamaForCausalLM`` built from the equivalent
+(spec_tests/model/oracles.py), and HF transformers' ``LlamaForCausalLM`` built from the equivalent
 ``LlamaConfig`` with the same weights (a test extra: skipped with a reason where transformers is
 missing). The weights come from the reference's seeded init and are loaded into the
 implementation under test by their HF names, so an implementation may initialise as it likes.
@@ -9,15 +9,17 @@ Float64 runs must agree to 1e-10; lower precisions follow the tolerance rule.
 """
 from __future__ import annotations
 
+import importlib
 import types
 
 import pytest
 import torch
 from hypothesis import example, given, strategies as st
 
-from spec_tests.model.strategies import ModelCase, model_cases
+from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.tolerance import assert_close_to_oracle, assert_metamorphic
-from spec_tests.attention.oracles import llama_brute_force
+from spec_tests.model.oracles import llama_brute_force
+from spec_tests.model.strategies import ModelCase, model_cases
 
 
 FLOAT64_ATOL = 1e-10   # float64 sums of a few hundred O(1) terms: ~1e-14 apart; 1e-10 is tight
@@ -247,18 +249,18 @@ def test_attention_is_pluggable_and_gets_unrepeated_kv(impl, reference, case):
 
 
 def test_other_attention_implementations_are_drop_ins(impl, reference):
-    """The reference's tiled (online-softmax) attention and each bundled FlashAttention nn.Module
-    (flash_attention concept) plug in as ``attention=`` and give the reference attention's logits
-    within the tolerance rule."""
+    """The reference's tiled (online-softmax) attention and both bundled FlashAttention nn.Modules
+    (reference/flash_attention.py, optimized/flash_attention.py: the bundled modules themselves,
+    whatever implementation is under test) plug in as ``attention=`` and give the reference
+    attention's logits within the tolerance rule."""
     impl.get("model.Transformer")
-    from conformance.loader import load_implementation
-    drop_ins = {"attention_tiled": lambda q, k, v, *, causal, window, scale: reference.get(
-        "attention.attention_tiled")(q, k, v, causal=causal, window=window, scale=scale, block_q=4, block_k=5)}
-    for bundled in ("optimized", "reference"):
-        for name in ("flash_attention.FlashAttention", "flash_attention.FlashAttention"):
-            cls = load_implementation(bundled).resolve(name)
-            if cls is not None and f"{bundled} FlashAttention" not in drop_ins:
-                drop_ins[f"{bundled} FlashAttention"] = cls()
+    tiled = reference.get("attention.attention_tiled")
+    drop_ins = {
+        "reference attention_tiled": lambda q, k, v, *, causal, window, scale: tiled(
+            q, k, v, causal=causal, window=window, scale=scale, block_q=4, block_k=5),
+        "reference FlashAttention": reference.get("flash_attention.FlashAttention")(),
+        "optimized FlashAttention": importlib.import_module("optimized.flash_attention").FlashAttention(),
+    }
     case = ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 16, 2, 10, "float32", 2)
     weights = _reference_weights(reference, case)
     cfg = case.config(impl.get("model.ModelConfig"))
@@ -309,30 +311,18 @@ def test_seeded_init_hf_names_and_global_rng(impl, case):
 
 def test_save_load_roundtrip(impl, tmp_path):
     """save_weights then load_weights into a model of another seed reproduces weights and logits
-    exactly; a file with a missing name or wrong shape is rejected naming ``path``, model unchanged."""
+    exactly; the file holds exactly HF's names."""
     make, save, load = impl.get("model.Transformer"), impl.get("model.save_weights"), impl.get("model.load_weights")
     case = ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 16, 1, 8, "float32", 9)
     cfg = case.config(impl.get("model.ModelConfig"))
     src, dst = make(cfg, seed=1), make(cfg, seed=2)
     save(src, tmp_path / "w.safetensors")
-    load(dst, tmp_path / "w.safetensors")
+    assert load(dst, tmp_path / "w.safetensors") is dst, "load_weights must return the model"
     assert all(torch.equal(t, src.state_dict()[n]) for n, t in dst.state_dict().items())
     tokens = case.tokens()
     assert torch.equal(_logits(dst, tokens), _logits(src, tokens))
-    from safetensors.torch import load_file, save_file
-    tensors = load_file(str(tmp_path / "w.safetensors"))
-    assert set(tensors) == set(_hf_names(cfg))
-    other = make(cfg, seed=3)
-    before = {n: t.clone() for n, t in other.state_dict().items()}
-    broken = dict(tensors)
-    del broken["model.norm.weight"]
-    save_file(broken, str(tmp_path / "missing.safetensors"))
-    broken = {**tensors, "lm_head.weight": tensors["lm_head.weight"][:-1].contiguous()}
-    save_file(broken, str(tmp_path / "shape.safetensors"))
-    for bad in ("missing", "shape"):
-        with pytest.raises(ValueError, match="path"):
-            load(other, tmp_path / f"{bad}.safetensors")
-        assert all(torch.equal(t, before[n]) for n, t in other.state_dict().items()), f"{bad}: model changed"
+    from safetensors.torch import load_file
+    assert set(load_file(str(tmp_path / "w.safetensors"))) == set(_hf_names(cfg))
 
 
 def test_fresh_result_per_call_and_tokens_not_mutated(impl):
@@ -348,50 +338,119 @@ def test_fresh_result_per_call_and_tokens_not_mutated(impl):
     assert a.dtype == torch.float32 and a.shape == (2, 6, 64)
 
 
-_BAD = {
-    # which: (tokens builder, cache builder or None, exception, pattern)
-    "float tokens": (lambda: torch.zeros(1, 4), None, TypeError, r"tokens"),
-    "rank 1": (lambda: torch.zeros(4, dtype=torch.long), None, ValueError, r"tokens.*rank"),
-    "rank 3": (lambda: torch.zeros(1, 2, 4, dtype=torch.long), None, ValueError, r"tokens.*rank"),
-    "id == vocab": (lambda: torch.tensor([[1, 64]]), None, ValueError, r"tokens"),
-    "id < 0": (lambda: torch.tensor([[-1, 3]]), None, ValueError, r"tokens"),
-    "past max_seq_len": (lambda: torch.zeros(1, 17, dtype=torch.long), None, ValueError, r"tokens.*max_seq_len"),
-    "cache full": (lambda: torch.zeros(1, 3, dtype=torch.long), lambda m: m.new_cache(1, 4), ValueError, r"cache"),
-    "cache batch": (lambda: torch.zeros(2, 1, dtype=torch.long), lambda m: m.new_cache(1, 8), ValueError, r"cache"),
-    "past max_seq_len after cache": (lambda: torch.zeros(1, 2, dtype=torch.long), lambda m: m.new_cache(1, 32),
-                                     ValueError, r"max_seq_len"),
-}
+# --- bad input -----------------------------------------------------------------------------------
+def _bits(t) -> bytes:
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
 
 
-@pytest.mark.parametrize("which", list(_BAD))
-def test_rejects_bad_input(impl, which):
-    """Bad tokens or cache raise ValueError/TypeError naming the argument; the cache is unchanged."""
-    make_tokens, make_cache, exc, pattern = _BAD[which]
-    case = ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 16, 1, 2, "float32", 0)
-    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig")), seed=0)
-    cache = make_cache(model) if make_cache else None
-    if cache is not None:
-        fill = 2 if which == "cache full" else (15 if "after cache" in which else 1)
-        _logits(model, torch.ones(1, fill, dtype=torch.long), cache)
-        before = (cache.seq_len, [t.clone() for t in (getattr(cache, "k", None), getattr(cache, "v", None))
-                                  if isinstance(t, torch.Tensor)])
-    with pytest.raises(exc, match=pattern):
-        _logits(model, make_tokens(), cache)
-    if cache is not None:
-        after = [t for t in (getattr(cache, "k", None), getattr(cache, "v", None)) if isinstance(t, torch.Tensor)]
-        assert cache.seq_len == before[0] and all(torch.equal(a, b) for a, b in zip(after, before[1])), \
-            "a rejected forward changed the cache"
+def _weights_state(model) -> dict:
+    return {n: _bits(t) for n, t in model.state_dict().items()}
 
 
-@pytest.mark.parametrize("changes,exc,pattern", [
-    (dict(n_heads=4, n_kv_heads=3), ValueError, r"n_kv_heads"),
-    (dict(dim=30, n_heads=4), ValueError, r"head_dim"),
-    (dict(head_dim=7), ValueError, r"head_dim"),
-    (dict(vocab_size=0), ValueError, r"vocab_size"),
-    (dict(n_layers=1.5), TypeError, r"n_layers"),
-])
-def test_config_rejects_bad_fields(impl, changes, exc, pattern):
-    """ModelConfig rejects inconsistent shapes naming the field."""
-    fields = dict(vocab_size=64, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, max_seq_len=16)
-    with pytest.raises(exc, match=pattern):
-        impl.get("model.ModelConfig")(**{**fields, **changes})
+def _cache_state(cache) -> tuple:
+    """What a rejected call must not change: the length and the stored K/V (when the cache exposes
+    them as ``k``/``v`` tensors, as reference.kv_bytes.KVCache does)."""
+    kv = tuple(_bits(t) for t in (getattr(cache, "k", None), getattr(cache, "v", None)) if isinstance(t, torch.Tensor))
+    return cache.seq_len, kv
+
+
+def _ids(*rows) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.long)
+
+
+_BAD_CASE = ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 16, 1, 2, "float32", 0)
+# The caches of the forward table, by name: (max_seq_len, tokens already in it, model dtype).
+# The model's max_seq_len is 16, so "15 of 32" has room in the cache but not in the model.
+CACHES = {"1 of 8": (8, 1, "float32"), "2 of 4": (4, 2, "float32"), "15 of 32": (32, 15, "float32"),
+          "float64 1 of 8": (8, 1, "float64")}
+FORWARD_VALID = dict(tokens=_ids([1, 2]), cache="1 of 8")
+FORWARD_BAD = [
+    Bad("float tokens", dict(tokens=torch.zeros(1, 4)), TypeError, ("tokens",)),
+    Bad("bool tokens", dict(tokens=torch.ones(1, 4, dtype=torch.bool)), TypeError, ("tokens",)),
+    Bad("list tokens", dict(tokens=[[1, 2]]), TypeError, ("tokens",)),
+    Bad("rank 1", dict(tokens=torch.zeros(4, dtype=torch.long)), ValueError, ("tokens", "rank")),
+    Bad("rank 3", dict(tokens=torch.zeros(1, 2, 4, dtype=torch.long)), ValueError, ("tokens", "rank")),
+    Bad("empty tokens", dict(tokens=torch.zeros(1, 0, dtype=torch.long)), ValueError, ("tokens",)),
+    Bad("id == vocab", dict(tokens=_ids([1, 64])), ValueError, ("tokens",)),
+    Bad("id < 0", dict(tokens=_ids([-1, 3])), ValueError, ("tokens",)),
+    Bad("past max_seq_len", dict(tokens=torch.zeros(1, 17, dtype=torch.long), cache=None), ValueError,
+        ("tokens", "max_seq_len")),
+    Bad("past max_seq_len after cache", dict(tokens=_ids([1, 2]), cache="15 of 32"), ValueError,
+        ("tokens", "max_seq_len")),
+    Bad("cache full", dict(tokens=_ids([1, 2, 3]), cache="2 of 4"), ValueError, ("cache",)),
+    Bad("cache batch", dict(tokens=_ids([1], [2])), ValueError, ("cache",)),
+    Bad("cache dtype", dict(cache="float64 1 of 8"), ValueError, ("cache",)),
+]
+
+
+@bad_cases(FORWARD_BAD)
+def test_rejects_bad_input(impl, bad):
+    """Bad tokens (not an integer (batch, seq) tensor, empty, ids outside the vocabulary, positions
+    past max_seq_len) or a bad cache (another batch or dtype, too full for the tokens) raise
+    TypeError/ValueError naming the argument; no cache changes (every cache of the table is
+    compared before and after)."""
+    make, config = impl.get("model.Transformer"), impl.get("model.ModelConfig")
+    model = make(_BAD_CASE.config(config), seed=0)
+    caches = {}
+    for name, (size, fill, dtype) in CACHES.items():
+        owner = model if dtype == _BAD_CASE.dtype else make(_BAD_CASE.config(config, dtype), seed=0)
+        caches[name] = owner.new_cache(1, size)
+        _logits(owner, torch.ones(1, fill, dtype=torch.long), caches[name])
+
+    def forward(tokens, cache):
+        return model(tokens, cache=None if cache is None else caches[cache])
+
+    assert_rejects(forward, FORWARD_VALID, bad,
+                   state=lambda: {name: _cache_state(c) for name, c in caches.items()})
+
+
+CONFIG_VALID = dict(vocab_size=64, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, max_seq_len=16)
+CONFIG_BAD = [
+    Bad("n_kv_heads not dividing n_heads", dict(n_heads=4, n_kv_heads=3), ValueError, ("n_kv_heads",)),
+    Bad("dim not a multiple of n_heads", dict(dim=30, n_heads=4), ValueError, ("head_dim",)),
+    Bad("odd head_dim", dict(head_dim=7), ValueError, ("head_dim",)),
+    Bad("zero vocab_size", dict(vocab_size=0), ValueError, ("vocab_size",)),
+    Bad("negative max_seq_len", dict(max_seq_len=-1), ValueError, ("max_seq_len",)),
+    Bad("float n_layers", dict(n_layers=1.5), TypeError, ("n_layers",)),
+    Bad("bool n_heads", dict(n_heads=True), TypeError, ("n_heads",)),
+    Bad("zero hidden_dim", dict(hidden_dim=0), ValueError, ("hidden_dim",)),
+    Bad("negative norm_eps", dict(norm_eps=-1e-5), ValueError, ("norm_eps",)),
+    Bad("string rope_theta", dict(rope_theta="10000"), TypeError, ("rope_theta",)),
+    Bad("integer dtype", dict(dtype=torch.int32), TypeError, ("dtype",)),
+]
+
+
+@bad_cases(CONFIG_BAD)
+def test_config_rejects_bad_fields(impl, bad):
+    """ModelConfig rejects inconsistent or ill-typed fields, naming the field."""
+    assert_rejects(impl.get("model.ModelConfig"), CONFIG_VALID, bad)
+
+
+def _broken_file(which: str):
+    """A change that points ``path`` at a broken copy of the valid file (written by the test)."""
+    return lambda kw: {**kw, "path": kw["path"].with_name(f"{which}.safetensors")}
+
+
+LOAD_BAD = [
+    Bad("missing name", _broken_file("missing"), ValueError, ("path",)),
+    Bad("unexpected name", _broken_file("unexpected"), ValueError, ("path",)),
+    Bad("wrong shape", _broken_file("shape"), ValueError, ("path",)),
+]
+
+
+@bad_cases(LOAD_BAD)
+def test_load_weights_rejects_bad_files(impl, tmp_path, bad):
+    """A file with a missing or unexpected name or a wrong shape is rejected with ValueError naming
+    ``path``; the model keeps its weights."""
+    make, save, load = impl.get("model.Transformer"), impl.get("model.save_weights"), impl.get("model.load_weights")
+    from safetensors.torch import load_file, save_file
+    cfg = _BAD_CASE.config(impl.get("model.ModelConfig"))
+    save(make(cfg, seed=1), tmp_path / "w.safetensors")
+    tensors = load_file(str(tmp_path / "w.safetensors"))
+    save_file({n: t for n, t in tensors.items() if n != "model.norm.weight"}, str(tmp_path / "missing.safetensors"))
+    save_file({**tensors, "model.extra.weight": torch.zeros(2)}, str(tmp_path / "unexpected.safetensors"))
+    save_file({**tensors, "lm_head.weight": tensors["lm_head.weight"][:-1].contiguous()},
+              str(tmp_path / "shape.safetensors"))
+    model = make(cfg, seed=3)
+    assert_rejects(load, dict(model=model, path=tmp_path / "w.safetensors"), bad,
+                   state=lambda: _weights_state(model))

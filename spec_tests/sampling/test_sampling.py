@@ -14,11 +14,13 @@ import math
 
 import pytest
 import torch
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, strategies as st
 
-from spec_tests.sampling.strategies import DTYPES, PARAM_FIELDS, SamplingCase, sampling_cases
+from conformance.badinput import Bad, assert_rejects, bad_cases
+from conformance.strategies import randn
 from conformance.tolerance import ToleranceError, rounding_floor
 from spec_tests.sampling.oracles import sampling_oracle
+from spec_tests.sampling.strategies import PARAM_FIELDS, SamplingCase, sampling_cases
 
 
 ALPHA = 1e-6        # per-test false-alarm rate of the chi-square tests
@@ -302,8 +304,8 @@ def test_sample_frequencies_chi_square(impl, device, name):
     """Statistical: 20,000 draws from a seeded torch.Generator; no draw outside the support
     (exact), then a chi-square goodness-of-fit test on the support (cells lumped to expect >= 5).
     Fails iff p-value < 1e-6: false-alarm rate <= 1e-6 per test (one fixed seed, so it either
-    always passes or always fails). Power: conformance/mutants/sampling__sample_ignores_temperature.py
-    (same support, wrong weights) fails it with p-value ~ 0."""
+    always passes or always fails). Power: the mutant sample_ignores_temperature of
+    spec_tests/sampling/mutants.py (same support, wrong weights) fails it with p-value ~ 0."""
     from scipy import stats
     case = CHI_CASES[name]
     oracle = sampling_oracle(case)
@@ -348,80 +350,116 @@ def test_sample_reproducible_and_in_support(impl, device):
 
 
 # --------------------------------------------------------------------------- bad input
-def _bad_calls(device):
-    from reference.sampling import SamplingParams as P
-    x = torch.randn(2, 6, device=device)
-    nan = x.clone()
-    nan[1, 2] = math.nan
-    pinf = x.clone()
-    pinf[0, 3] = math.inf
-    ok = P()
-    yield "top_p = 0", x, P(top_p=0.0), {}, ValueError, r"top_p"
-    yield "top_p > 1", x, P(top_p=1.5), {}, ValueError, r"top_p"
-    yield "top_p NaN", x, P(top_p=math.nan), {}, ValueError, r"top_p"
-    yield "top_k < 0", x, P(top_k=-1), {}, ValueError, r"top_k"
-    yield "top_k float", x, P(top_k=1.5), {}, TypeError, r"top_k"
-    yield "temperature < 0", x, P(temperature=-0.5), {}, ValueError, r"temperature"
-    yield "temperature NaN", x, P(temperature=math.nan), {}, ValueError, r"temperature"
-    yield "min_p > 1", x, P(min_p=1.5), {}, ValueError, r"min_p"
-    yield "min_p < 0", x, P(min_p=-0.1), {}, ValueError, r"min_p"
-    yield "repetition_penalty 0", x, P(repetition_penalty=0.0), {}, ValueError, r"repetition_penalty"
-    yield "per-row length", x, P(top_p=[0.9, 0.8, 0.7]), {}, ValueError, r"top_p.*\b2\b"
-    yield "logits rank 1", x[0], ok, {}, ValueError, r"logits.*rank 2"
-    yield "logits int", x.long(), ok, {}, TypeError, r"logits.*floating"
-    yield "logits list", x.tolist(), ok, {}, TypeError, r"logits"
-    yield "NaN logits", nan, P(top_k=3, top_p=0.9), {}, ValueError, r"logits.*NaN.*row 1"
-    yield "NaN logits, top-p only", nan, P(top_p=0.9), {}, ValueError, r"logits.*NaN.*row 1"
-    yield "+inf logits", pinf, P(top_k=2), {}, ValueError, r"logits row 0.*\+inf"
-    yield "row fully masked", x, P(logit_bias=[None, {t: -math.inf for t in range(6)}]), {}, ValueError, \
-        r"row 1.*masked"
-    yield "bias shape", x, P(logit_bias=torch.zeros(5)), {}, ValueError, r"logit_bias"
-    yield "bias token", x, P(logit_bias={6: 1.0}), {}, ValueError, r"logit_bias"
-    yield "bias NaN", x, P(logit_bias={0: math.nan}), {}, ValueError, r"logit_bias"
-    yield "bias +inf", x, P(logit_bias={0: math.inf}), {}, ValueError, r"logit_bias"
-    yield "prompt token", x, ok, {"prompt_tokens": [[6], []]}, ValueError, r"prompt_tokens\[0\]"
-    yield "output rows", x, ok, {"output_tokens": [[1]]}, ValueError, r"output_tokens"
-    yield "penalty overflow", x * 1e38, P(repetition_penalty=1e-3), {"prompt_tokens": [[0, 1, 2, 3, 4, 5]] * 2}, \
-        ValueError, r"logits row \d.*\+inf"
+def _with_logits(make):
+    """A Bad change that replaces the logits by ``make(valid logits)`` (a new tensor)."""
+    return lambda kw: {**kw, "logits": make(kw["logits"])}
 
 
-BAD = [c[0] for c in _bad_calls("cpu")]
+def _set(x, where, value):
+    x = x.clone()
+    x[where] = value
+    return x
 
 
-@pytest.mark.parametrize("which", BAD)
+def _params(**fields):
+    from reference.sampling import SamplingParams
+    return {"params": SamplingParams(**fields)}
+
+
+# Valid call: logits (2, 6) float32, default params (and a seeded generator for sample).
+BAD = [
+    Bad("top_p = 0", _params(top_p=0.0), ValueError, ("top_p",)),
+    Bad("top_p > 1", _params(top_p=1.5), ValueError, ("top_p",)),
+    Bad("top_p NaN", _params(top_p=math.nan), ValueError, ("top_p",)),
+    Bad("top_k < 0", _params(top_k=-1), ValueError, ("top_k",)),
+    Bad("top_k float", _params(top_k=1.5), TypeError, ("top_k",)),
+    Bad("top_k bool", _params(top_k=True), TypeError, ("top_k",)),
+    Bad("temperature < 0", _params(temperature=-0.5), ValueError, ("temperature",)),
+    Bad("temperature NaN", _params(temperature=math.nan), ValueError, ("temperature",)),
+    Bad("temperature string", _params(temperature="0.7"), TypeError, ("temperature",)),
+    Bad("min_p > 1", _params(min_p=1.5), ValueError, ("min_p",)),
+    Bad("min_p < 0", _params(min_p=-0.1), ValueError, ("min_p",)),
+    Bad("repetition_penalty 0", _params(repetition_penalty=0.0), ValueError, ("repetition_penalty",)),
+    Bad("presence_penalty inf", _params(presence_penalty=math.inf), ValueError, ("presence_penalty",)),
+    Bad("frequency_penalty NaN", _params(frequency_penalty=math.nan), ValueError, ("frequency_penalty",)),
+    Bad("per-row length", _params(top_p=[0.9, 0.8, 0.7]), ValueError, ("top_p", "2")),
+    Bad("params not SamplingParams", dict(params=42), TypeError, ("params",)),
+    Bad("logits rank 1", _with_logits(lambda x: x[0].clone()), ValueError, ("logits", "rank")),
+    Bad("logits int", _with_logits(lambda x: x.long()), TypeError, ("logits",)),
+    Bad("logits list", _with_logits(lambda x: x.tolist()), TypeError, ("logits",)),
+    Bad("logits empty vocab", _with_logits(lambda x: x[:, :0].clone()), ValueError, ("logits",)),
+    Bad("NaN logits", lambda kw: {**_with_logits(lambda x: _set(x, (1, 2), math.nan))(kw),
+                                  **_params(top_k=3, top_p=0.9)}, ValueError, ("logits", "NaN", "row 1")),
+    Bad("NaN logits, top-p only", lambda kw: {**_with_logits(lambda x: _set(x, (1, 2), math.nan))(kw),
+                                              **_params(top_p=0.9)}, ValueError, ("logits", "NaN", "row 1")),
+    Bad("+inf logits", lambda kw: {**_with_logits(lambda x: _set(x, (0, 3), math.inf))(kw), **_params(top_k=2)},
+        ValueError, ("logits row 0", "+inf")),
+    Bad("row fully masked", _params(logit_bias=[None, {t: -math.inf for t in range(6)}]), ValueError,
+        ("row 1", "masked")),
+    Bad("bias shape", _params(logit_bias=torch.zeros(5)), ValueError, ("logit_bias",)),
+    Bad("bias token", _params(logit_bias={6: 1.0}), ValueError, ("logit_bias",)),
+    Bad("bias NaN", _params(logit_bias={0: math.nan}), ValueError, ("logit_bias",)),
+    Bad("bias +inf", _params(logit_bias={0: math.inf}), ValueError, ("logit_bias",)),
+    Bad("bias rows", _params(logit_bias=[{0: 1.0}]), ValueError, ("logit_bias",)),
+    Bad("prompt token", dict(prompt_tokens=[[6], []]), ValueError, ("prompt_tokens[0]",)),
+    Bad("prompt float tensor", dict(prompt_tokens=[torch.tensor([0.5]), torch.tensor([1.0])]), TypeError,
+        ("prompt_tokens[0]",)),
+    Bad("output rows", dict(output_tokens=[[1]]), ValueError, ("output_tokens",)),
+    Bad("output negative id", dict(output_tokens=[[1], [-1]]), ValueError, ("output_tokens[1]",)),
+    Bad("penalty overflow", lambda kw: {**kw, "logits": kw["logits"].abs().clamp(max=1.0) * 1e38 + 1e37,
+                                        **_params(repetition_penalty=1e-3),
+                                        "prompt_tokens": [[0, 1, 2, 3, 4, 5]] * 2},
+        ValueError, ("logits row 0", "+inf")),
+]
+
+
+def _valid(device, generator=None):
+    kw = dict(logits=randn((2, 6), seed=7, device=device), **_params())
+    if generator is not None:
+        kw["generator"] = generator
+    return kw
+
+
+@bad_cases(BAD)
 @pytest.mark.parametrize("fn_name", ["sampling_probs", "sample"])
-def test_rejects_bad_input(impl, device, which, fn_name):
+def test_rejects_bad_input(impl, device, fn_name, bad):
     """A clear ValueError/TypeError naming the argument (or the row); the logits and the
     generator's state are left unchanged (no random number is drawn by a rejected call)."""
-    fn = impl.get(f"sampling.{fn_name}")
-    _, x, params, kw, exc, pattern = next(c for c in _bad_calls(device) if c[0] == which)
-    before = x.clone() if isinstance(x, torch.Tensor) else None
-    gen = torch.Generator(device=device).manual_seed(7)
-    state = gen.get_state()
-    args = (x, params, gen) if fn_name == "sample" else (x, params)
-    with pytest.raises(exc, match=pattern):
-        fn(*args, **kw)
-    if before is not None:
-        assert torch.equal(x.nan_to_num(), before.nan_to_num()), "logits modified by a rejected call"
-    assert torch.equal(gen.get_state(), state), "a rejected call advanced the generator"
+    if fn_name == "sample":
+        gen = torch.Generator(device=device).manual_seed(7)
+        assert_rejects(impl.get("sampling.sample"), _valid(device, gen), bad,
+                       state=lambda: gen.get_state().tolist())
+    else:
+        assert_rejects(impl.get("sampling.sampling_probs"), _valid(device), bad)
 
 
-def test_sample_rejects_bad_randomness(impl, device):
-    """sample needs a torch.Generator on the logits' device or uniforms of shape (batch,) in [0, 1)."""
-    sample = impl.get("sampling.sample")
-    from reference.sampling import SamplingParams
-    x = torch.randn(3, 5, device=device)
-    with pytest.raises(ValueError, match="generator"):
-        sample(x, SamplingParams())
-    with pytest.raises(TypeError, match="generator"):
-        sample(x, SamplingParams(), 1234)
-    for bad in (torch.tensor([0.1, 0.5, 1.0]), torch.tensor([-0.1, 0.5, 0.2]), torch.rand(4)):
-        with pytest.raises(ValueError, match="uniforms"):
-            sample(x, SamplingParams(), None, uniforms=bad.to(device))
+def _uniforms(values):
+    """A Bad change that passes ``uniforms=tensor(values)`` on the logits' device."""
+    return lambda kw: {**kw, "uniforms": torch.tensor(values, device=kw["logits"].device)}
+
+
+# Valid call for sample without a generator: logits (2, 6), default params.
+BAD_RANDOMNESS = [
+    Bad("no generator, no uniforms", {}, ValueError, ("generator",)),
+    Bad("generator an int", dict(generator=1234), TypeError, ("generator",)),
+    Bad("uniforms = 1", _uniforms([0.1, 1.0]), ValueError, ("uniforms",)),
+    Bad("uniforms < 0", _uniforms([-0.1, 0.5]), ValueError, ("uniforms",)),
+    Bad("uniforms NaN", _uniforms([math.nan, 0.5]), ValueError, ("uniforms",)),
+    Bad("uniforms shape", _uniforms([0.1, 0.5, 0.2]), ValueError, ("uniforms",)),
+    Bad("uniforms list", dict(uniforms=[0.1, 0.5]), TypeError, ("uniforms",)),
+    Bad("uniforms int", _uniforms([0, 0]), TypeError, ("uniforms",)),
+]
+
+
+@bad_cases(BAD_RANDOMNESS)
+def test_sample_rejects_bad_randomness(impl, device, bad):
+    """sample needs a torch.Generator on the logits' device or uniforms of shape (batch,) in
+    [0, 1) (TypeError for the wrong kind, ValueError for a wrong value, naming the argument)."""
+    assert_rejects(impl.get("sampling.sample"), _valid(device), bad)
 
 
 @given(case=sampling_cases(max_batch=2))
-def test_inputs_not_mutated_and_fresh_results(impl, device, case):
+def test_inputs_not_mutated_and_fresh_results(impl, reference, device, case):
     """logits, a dense bias tensor and token tensors are never modified; a second call with other
     logits of the same shape gets its own answer (no stale cache)."""
     from reference.sampling import SamplingParams
@@ -440,47 +478,5 @@ def test_inputs_not_mutated_and_fresh_results(impl, device, case):
     assert all(torch.equal(a, b) for a, b in zip(tokens, copies[2])), "output_tokens was modified"
     y = torch.flip(x, dims=[1])
     p2 = impl.get("sampling.sampling_probs")(y, params, output_tokens=tokens)
-    ref2 = __import__("reference.sampling", fromlist=["x"]).sampling_probs(y, params, output_tokens=tokens)
+    ref2 = reference.get("sampling.sampling_probs")(y, params, output_tokens=tokens)
     assert torch.equal(p2 > 0, ref2 > 0) or not torch.equal(p1, p2), "stale result for new logits"
-
-
-# --------------------------------------------------------------------------- the optimized kernel
-@pytest.mark.parametrize("seed", [0, 1])
-def test_fused_triton_tail_matches_torch_tail(device, seed):
-    """optimized's fused Triton tail (its CUDA fast path) == its torch tail: same tokens for the
-    same uniforms, same status (fine / tie / bad row). Native on a GPU, interpreted on the CPU."""
-    pytest.importorskip("triton")
-    import optimized.sampling as opt
-    from optimized._sampling_triton import fused_tail
-    from reference.sampling import SamplingParams, resolve_params
-    g = torch.Generator().manual_seed(seed)
-    b, vocab = 6, 40
-    x = (torch.randint(-4, 5, (b, vocab), generator=g).float() if seed else torch.randn(b, vocab, generator=g) * 2)
-    x[5, :] = -math.inf
-    x[5, 3] = 1.0                                              # one finite token: a tie of -infs
-    rows = resolve_params(SamplingParams(temperature=[0.7, 1.0, 1.3, 0.5, 2.0, 1.0], top_k=[5, 1, 9, 3, 12, 4],
-                                         top_p=[0.9, 1.0, 0.5, 0.8, 0.95, 0.9],
-                                         min_p=[0.0, 0.0, 0.1, 0.0, 0.3, 0.0]), b, vocab, torch.float32, device)
-    t = {n: getattr(rows, n) for n in ("temperature", "top_k", "top_p", "min_p")}
-    vals, ids = torch.topk(x.to(device), 13, dim=1)
-    u = torch.rand(b, generator=g, dtype=torch.float64).to(device)
-    tok_t, st_t, _ = opt._fast_tail_torch(vals, ids, t, t["top_k"], u)
-    tok_f, st_f = fused_tail(vals, ids, t["temperature"], t["top_k"], t["top_p"], t["min_p"], u)
-    assert st_f.tolist() == st_t.tolist()
-    fine = st_t == 0
-    assert torch.equal(tok_f[fine], tok_t[fine])
-
-
-@pytest.mark.parametrize("chunk", [None, 7, 16])
-def test_chunked_topk_selects_the_same_values(chunk):
-    """optimized's topk through chunk maxima returns the same sorted values as torch.topk, and
-    ids that hold those values (inside a tie it may pick other ids), NaN still first."""
-    import optimized.sampling as opt
-    g = torch.Generator().manual_seed(3 if chunk is None else chunk)
-    x = torch.cat([torch.randn(3, 1003, generator=g), torch.randint(-3, 4, (3, 1003), generator=g).float()])
-    x[1, 17] = math.nan
-    vals, ids = opt._topk(x, 11, chunk=chunk)
-    ref_vals, _ = torch.topk(x, 11, dim=1)
-    assert torch.equal(vals.nan_to_num(), ref_vals.nan_to_num()) and bool(vals[1, 0].isnan())
-    assert torch.equal(x.gather(1, ids).nan_to_num(), vals.nan_to_num())
-    assert all(len(set(r)) == 11 for r in ids.tolist()), "an id selected twice"

@@ -6,5 +6,5 @@ CONCEPT = ConceptInfo(
     lessons=("01.06",),
     chapters=(1,),
     module="1 The generation loop",
-    vocabulary=(),
+    vocabulary=("Step",),  # what append returns
 )

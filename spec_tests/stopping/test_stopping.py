@@ -16,8 +16,8 @@ import pytest
 from hypothesis import example, given, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
+from conformance.badinput import Bad, assert_rejects, bad_cases
 from spec_tests.stopping.strategies import StopCase, stop_cases
-
 
 
 # --- the oracle -----------------------------------------------------------------------------
@@ -264,58 +264,132 @@ def test_state_machine(impl, reference):
 
 
 # --- bad input -------------------------------------------------------------------------------
-@pytest.mark.parametrize("kwargs,exc,name", [
-    (dict(max_tokens=-1), ValueError, "max_tokens"),
-    (dict(max_tokens=0), ValueError, "max_tokens"),
-    (dict(max_tokens=2.0), TypeError, "max_tokens"),
-    (dict(min_tokens=-1), ValueError, "min_tokens"),
-    (dict(min_tokens=4, max_tokens=3), ValueError, "min_tokens"),
-    (dict(stop=("ab", "")), ValueError, "stop"),
-    (dict(stop=""), ValueError, "stop"),
-    (dict(stop=("ab", 3)), TypeError, "stop"),
-    (dict(eos_token_id=-1), ValueError, "eos_token_id"),
-    (dict(stop_token_ids=(1, "x")), TypeError, "stop_token_ids"),
-    (dict(ignore_eos="yes"), TypeError, "ignore_eos"),
-])
-def test_params_reject_bad_input(impl, kwargs, exc, name):
-    with pytest.raises(exc, match=name):
-        impl.get("stopping.StopParams")(**kwargs)
+PARAMS_VALID = dict(max_tokens=4, min_tokens=1, eos_token_id=0, stop_token_ids=(1,), stop=("ab",))
+PARAMS_BAD = [
+    Bad("negative max_tokens", dict(max_tokens=-1), ValueError, ("max_tokens",)),
+    Bad("zero max_tokens", dict(max_tokens=0), ValueError, ("max_tokens",)),
+    Bad("float max_tokens", dict(max_tokens=2.0), TypeError, ("max_tokens",)),
+    Bad("bool max_tokens", dict(max_tokens=True), TypeError, ("max_tokens",)),
+    Bad("negative min_tokens", dict(min_tokens=-1), ValueError, ("min_tokens",)),
+    Bad("None min_tokens", dict(min_tokens=None), TypeError, ("min_tokens",)),
+    Bad("min_tokens above max_tokens", dict(min_tokens=5), ValueError, ("min_tokens", "max_tokens")),
+    Bad("negative eos_token_id", dict(eos_token_id=-1), ValueError, ("eos_token_id",)),
+    Bad("str eos_token_id", dict(eos_token_id="0"), TypeError, ("eos_token_id",)),
+    Bad("str ignore_eos", dict(ignore_eos="yes"), TypeError, ("ignore_eos",)),
+    Bad("int include_stop_str_in_output", dict(include_stop_str_in_output=1), TypeError,
+        ("include_stop_str_in_output",)),
+    Bad("str in stop_token_ids", dict(stop_token_ids=(1, "x")), TypeError, ("stop_token_ids",)),
+    Bad("negative stop token id", dict(stop_token_ids=(1, -2)), ValueError, ("stop_token_ids",)),
+    Bad("stop_token_ids a string", dict(stop_token_ids="12"), TypeError, ("stop_token_ids",)),
+    Bad("empty stop string in a list", dict(stop=("ab", "")), ValueError, ("stop",)),
+    Bad("empty stop string", dict(stop=""), ValueError, ("stop",)),
+    Bad("int in stop", dict(stop=("ab", 3)), TypeError, ("stop",)),
+    Bad("stop an int", dict(stop=3), TypeError, ("stop",)),
+]
 
 
-@pytest.mark.parametrize("kwargs,vocab,exc,name", [
-    (dict(eos_token_id=7), [b"a"], ValueError, "eos_token_id"),
-    (dict(stop_token_ids=(0, 9)), [b"a"], ValueError, "stop_token_ids"),
-    (dict(), {0: "a"}, TypeError, "vocab"),
-    (dict(), "ab", TypeError, "vocab"),
-])
-def test_checker_rejects_bad_input(impl, kwargs, vocab, exc, name):
-    with pytest.raises(exc, match=name):
-        impl.get("stopping.StopChecker")(impl.get("stopping.StopParams")(**kwargs), vocab)
+@bad_cases(PARAMS_BAD)
+def test_params_reject_bad_input(impl, bad):
+    """StopParams: ValueError for an illegal value, TypeError for the wrong kind, naming the argument."""
+    assert_rejects(impl.get("stopping.StopParams"), PARAMS_VALID, bad)
+
+
+CHECKER_VALID = dict(vocab=[b"a", b"b", b"<e>"], eos_token_id=2, stop_token_ids=(1,), stop=("ab",))
+CHECKER_BAD = [
+    Bad("eos_token_id not in the vocab", dict(eos_token_id=7), ValueError, ("eos_token_id",)),
+    Bad("stop_token_ids not in the vocab", dict(stop_token_ids=(0, 9)), ValueError, ("stop_token_ids",)),
+    Bad("str token in the vocab", dict(vocab={0: b"a", 1: "b", 2: b"<e>"}), TypeError, ("vocab",)),
+    Bad("vocab a string", dict(vocab="ab<", eos_token_id=None, stop_token_ids=()), TypeError, ("vocab",)),
+    Bad("vocab an int", dict(vocab=3, eos_token_id=None, stop_token_ids=()), TypeError, ("vocab",)),
+    Bad("str token id in the vocab", dict(vocab={0: b"a", "1": b"b", 2: b"<e>"}), TypeError, ("vocab",)),
+    Bad("params not a StopParams", dict(params=dict(stop=("ab",))), TypeError, ("params",)),
+]
+
+
+@bad_cases(CHECKER_BAD)
+def test_checker_rejects_bad_input(impl, bad):
+    """StopChecker(params, vocab): TypeError naming ``vocab``/``params`` for the wrong kind,
+    ValueError naming ``eos_token_id``/``stop_token_ids`` for ids not in the vocab."""
+    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+
+    def make(vocab, params=None, **kw):  # kw: StopParams fields (params: passed as they are)
+        return C(P(**kw) if params is None else params, vocab)
+
+    assert_rejects(make, CHECKER_VALID, bad)
+
+
+def _state(c) -> tuple:
+    return (c.text, c.num_tokens, c.finished, c.finish_reason, c.stop_reason)
+
+
+# A generation in progress: "ab" is held back (it may become "abc") and the first byte of a
+# split "\u20ac" is pending; a rejected append must change none of it.
+MID_VOCAB = {0: b"a", 1: b"b", 2: b"\xe2\x82", 3: b"\xac", 5: b"c"}
+# Bad for any vocabulary of the strategies (at most 10 tokens, ids 0..9) ...
+APPEND_BAD_ANY_VOCAB = [
+    Bad("negative id", dict(token_id=-1), ValueError, ("token_id",)),
+    Bad("id past the vocab", dict(token_id=10**9), ValueError, ("token_id",)),
+    Bad("str id", dict(token_id="0"), TypeError, ("token_id",)),
+    Bad("float id", dict(token_id=1.0), TypeError, ("token_id",)),
+    Bad("None id", dict(token_id=None), TypeError, ("token_id",)),
+    Bad("bool id", dict(token_id=True), TypeError, ("token_id",)),
+]
+# ... and for MID_VOCAB only.
+APPEND_BAD = APPEND_BAD_ANY_VOCAB + [
+    Bad("id in a gap of the vocab", dict(token_id=4), ValueError, ("token_id",)),
+]
+
+
+@bad_cases(APPEND_BAD)
+def test_append_rejects_bad_input(impl, bad):
+    """append(token_id) mid-generation: ValueError for an id not in the vocab, TypeError for a
+    non-int, naming ``token_id``; the checker is unchanged, so the run continues as if the bad
+    call never happened."""
+    c = impl.get("stopping.StopChecker")(impl.get("stopping.StopParams")(stop=("abc",)), MID_VOCAB)
+    assert [tuple(c.append(t)) for t in (0, 1, 2)] == [("", False, None), ("", False, None), ("", False, None)]
+    assert_rejects(c.append, dict(token_id=0), bad, state=lambda: _state(c))
+    assert tuple(c.append(3)) == ("ab\u20ac", False, None)
+    assert tuple(c.append(5)) == ("c", False, None) and c.text == "ab\u20acc"
+
+
+FINISHED_BAD = [
+    Bad("append after finishing", dict(token_id=0), ValueError, ("finished",)),
+]
+
+
+@bad_cases(FINISHED_BAD)
+@pytest.mark.parametrize("ending", ["stop", "length"])
+def test_append_after_finishing_rejected(impl, bad, ending):
+    """Any append after generation finished raises ValueError saying so; the final state stays."""
+    P = impl.get("stopping.StopParams")
+    params = P(stop=("b",)) if ending == "stop" else P(max_tokens=2)
+    c = impl.get("stopping.StopChecker")(params, MID_VOCAB)
+    for t in (0, 1):
+        step = c.append(t)
+    assert step.finished and c.finish_reason == ending
+    assert_rejects(c.append, dict(token_id=0), bad, state=lambda: _state(c))
 
 
 @given(case=stop_cases(), data=st.data())
 def test_bad_appends_change_nothing(impl, case, data):
-    """Unknown or non-int ids raise (naming token_id) and leave the checker as it was: the run
-    with bad appends interleaved equals the clean run; appending after finishing raises too."""
+    """The bad appends of the table, interleaved at random points of a random generation (and
+    one just past its vocabulary): each is rejected and leaves the checker as it was, so the run
+    equals the clean run; appending after finishing is rejected too."""
     P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
     vocab = {i: b for i, b in enumerate(case.vocab)}
     frozen = dict(vocab)
     checker = C(case.params(P), vocab)
+    just_past = Bad("id just past the vocab", dict(token_id=len(vocab)), ValueError, ("token_id",))
     steps = []
     for tok in case.tokens:
-        if data.draw(st.booleans(), label="interleave a bad id"):
-            bad = data.draw(st.sampled_from([-1, len(vocab), 10**9, "0", 1.0, None]), label="bad id")
-            state = (checker.text, checker.num_tokens, checker.finished)
-            with pytest.raises((ValueError, TypeError), match="token_id"):
-                checker.append(bad)
-            assert (checker.text, checker.num_tokens, checker.finished) == state
+        if data.draw(st.booleans(), label="interleave a bad append"):
+            bad = data.draw(st.sampled_from(APPEND_BAD_ANY_VOCAB + [just_past]), label="bad")
+            assert_rejects(checker.append, dict(token_id=tok), bad, state=lambda: _state(checker))
         s = checker.append(tok)
         steps.append((s.emitted, s.finished, s.reason))
         if s.finished:
-            state = (checker.text, checker.num_tokens, checker.finish_reason, checker.stop_reason)
-            with pytest.raises(ValueError):
-                checker.append(tok)
-            assert (checker.text, checker.num_tokens, checker.finish_reason, checker.stop_reason) == state
+            bad = replace(FINISHED_BAD[0], change=dict(token_id=tok))
+            assert_rejects(checker.append, dict(token_id=tok), bad, state=lambda: _state(checker))
             break
     assert steps == oracle_run(case).steps, case
     assert vocab == frozen, "StopChecker modified the vocab it was given"

@@ -1,0 +1,284 @@
+"""Paged attention in Triton: split-KV decoding (flash-decoding) straight from the block table.
+
+The contract is reference/paged_attention.py's: q (batch, q_heads, head_dim) or (batch, q_len,
+q_heads, head_dim), caches (num_blocks, block_size, kv_heads, head_dim) ("NHD"), int32/int64
+block tables and lengths, bottom-right causal queries, left ``window``, GQA/MQA by ``h // group``,
+a query that sees no key gives out 0 and lse -inf, lse float32.
+
+Algorithm. A decode step is memory bound: every byte of the visible K/V is read once and used for
+a handful of queries, so the kernel is organised around reading the cache once at full bandwidth.
+
+* One program owns (sequence b, KV head, split s). It holds *all* ``q_len x group`` query rows
+  that read this KV head (GQA packing: the K/V tile is loaded once for the whole group, not once
+  per query head) as the M side of two ``tl.dot`` s, padded to 16 rows.
+* It walks its share of the sequence in tiles of BLOCK_N positions. Position ``j`` is slot
+  ``j % BLOCK_SIZE`` of block ``block_tables[b, j // BLOCK_SIZE]``: the kernel loads the table
+  entries of the tile, then gathers the K and V rows (``head_dim`` contiguous values each) from
+  wherever the blocks are. BLOCK_SIZE is a compile-time constant (a power of two becomes a shift
+  and a mask); nothing is gathered into a contiguous copy first.
+* Online softmax in base 2 (``qk_scale = scale * log2 e``, ``exp2``), float32 accumulators, the
+  FlashAttention rescale when the running max rises.
+* Split-KV (flash-decoding, Dao et al. 2023): at small batch a (sequence, KV head) pair alone
+  cannot fill 132 SMs, so the visible keys are cut into ``n_splits`` equal stretches, one program
+  each. Every program writes its normalised partial output and its log-sum-exp; a second kernel
+  merges them exactly:  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = 2^(lse_s - max lse)``,
+  ``lse = max + log2(sum_s w_s)``. The split count comes from the shapes (``plan``): enough
+  programs for a few waves of the GPU, but never less than a few tiles per program; with one
+  split the first kernel writes the output directly and the merge is skipped.
+* Only positions some query can see are loaded (all loads masked): slots past ``seq_len`` in the
+  partial last block, blocks left of the window and unused table entries are never touched.
+
+Dispatch. The kernels run for float16/bfloat16 with head_dim <= 256 and at most 128 query rows per
+KV head (``q_len * group``: decode and a few speculative tokens), on a CUDA GPU of compute
+capability >= 8.0 or on CPU tensors under the Triton interpreter (``TRITON_INTERPRET=1``, set by
+the test plugin when there is no GPU, so CI executes the real kernel code on small shapes).
+Everything else -- float32/float64, CPU without the interpreter, larger q_len -- computes with the
+reference's PyTorch math (same contract, same results, no speed-up). ``kernel_supports`` says
+which path a call takes. Input checks are the reference's (they read ``seq_lens`` and the block
+table on the host: on a GPU one small device-to-host copy per call; ``_paged_decode`` is the
+launch alone, for an engine that validated its tables once).
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from reference.paged_attention import check_paged_attention_inputs
+from reference.paged_attention import first_visible
+from reference.paged_attention import paged_attention as _reference_paged_attention
+
+try:  # Triton is optional: without it everything takes the PyTorch path.
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
+    triton = None
+
+__all__ = ["paged_attention"]
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+KERNEL_DTYPES = (torch.float16, torch.bfloat16)
+MAX_ROWS = 128        # q_len * group rows held by one program
+MAX_SPLITS = 256
+NONE = 1 << 30        # an unbounded window
+
+
+if triton is not None:
+
+    @triton.jit(do_not_specialize=["q_len", "group", "left", "split_len"])
+    def _split_kernel(Q, K, V, BT, LENS, O, LSE, O_PART, LSE_PART,
+                      sq_b, sq_n, sq_h, sk_blk, sk_slot, sk_h, sv_blk, sv_slot, sv_h, sbt_b,
+                      so_b, so_n, so_h, sl_b, sl_n, sl_h,
+                      q_len, q_heads, group, left, split_len, qk_scale,
+                      HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                      BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, SPLIT: tl.constexpr):
+        pid_s = tl.program_id(0)
+        off_kvh = tl.program_id(1)
+        off_b = tl.program_id(2)
+        n_splits = tl.num_programs(0)
+        b64 = off_b.to(tl.int64)
+        seq_len = tl.load(LENS + off_b).to(tl.int32)
+
+        # Row r of the tile is query i = r // group of head kvh * group + r % group (GQA packing).
+        rows = tl.arange(0, BLOCK_M)
+        qi = rows // group
+        head = off_kvh * group + rows % group
+        row_ok = qi < q_len
+        pos = seq_len - q_len + qi                     # absolute position of each query
+        offs_d = tl.arange(0, BLOCK_D)
+        d_ok = offs_d < HEAD_DIM
+        q_rows = b64 * sq_b + qi.to(tl.int64) * sq_n + head.to(tl.int64) * sq_h
+        q = tl.load(Q + q_rows[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+
+        # Visible keys of the sequence: [lo, seq_len). Splits cut [lo rounded down to a tile,
+        # seq_len) into stretches of split_len (a multiple of BLOCK_N) positions.
+        lo = tl.maximum(seq_len - q_len - left, 0)
+        start = (lo // BLOCK_N) * BLOCK_N + pid_s * split_len
+        stop = tl.minimum(start + split_len, seq_len)
+
+        bt_row = BT + b64 * sbt_b
+        k_head = K + off_kvh.to(tl.int64) * sk_h
+        v_head = V + off_kvh.to(tl.int64) * sv_h
+        offs_n = tl.arange(0, BLOCK_N)
+        m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+        acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+        for start_n in range(start, stop, BLOCK_N):
+            keys = start_n + offs_n
+            key_ok = (keys >= lo) & (keys < stop)
+            block = tl.load(bt_row + keys // BLOCK_SIZE, mask=key_ok, other=0).to(tl.int64)
+            slot = (keys % BLOCK_SIZE).to(tl.int64)
+            kv_mask = key_ok[:, None] & d_ok[None, :]
+            k = tl.load(k_head + (block * sk_blk + slot * sk_slot)[:, None] + offs_d[None, :],
+                        mask=kv_mask, other=0.0)
+            v = tl.load(v_head + (block * sv_blk + slot * sv_slot)[:, None] + offs_d[None, :],
+                        mask=kv_mask, other=0.0)
+            qk = tl.dot(q, tl.trans(k))
+            visible = key_ok[None, :] & (keys[None, :] <= pos[:, None]) & (keys[None, :] >= pos[:, None] - left)
+            qk = tl.where(visible, qk * qk_scale, float("-inf"))
+            m_ij = tl.maximum(m_i, tl.max(qk, 1))
+            m_use = tl.where(m_ij == float("-inf"), 0.0, m_ij)   # a row that has seen nothing yet
+            p = tl.math.exp2(qk - m_use[:, None])
+            alpha = tl.math.exp2(m_i - m_use)                   # rescale what came before
+            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            l_i = l_i * alpha + tl.sum(p, 1)
+            m_i = m_ij
+
+        seen = l_i > 0.0                                      # a row that saw no key: out 0, lse -inf
+        l_safe = tl.where(seen, l_i, 1.0)
+        out = acc / l_safe[:, None]
+        lse2 = tl.where(seen, m_i + tl.math.log2(l_safe), float("-inf"))
+        if SPLIT:   # partial results, (batch, q_len, q_heads, n_splits[, head_dim]) float32
+            part = ((b64 * q_len + qi) * q_heads + head) * n_splits + pid_s
+            tl.store(O_PART + part[:, None] * HEAD_DIM + offs_d[None, :], out,
+                     mask=row_ok[:, None] & d_ok[None, :])
+            tl.store(LSE_PART + part, lse2, mask=row_ok)
+        else:       # one split: this is the answer
+            o_rows = b64 * so_b + qi.to(tl.int64) * so_n + head.to(tl.int64) * so_h
+            tl.store(O + o_rows[:, None] + offs_d[None, :], out.to(O.dtype.element_ty),
+                     mask=row_ok[:, None] & d_ok[None, :])
+            l_rows = b64 * sl_b + qi.to(tl.int64) * sl_n + head.to(tl.int64) * sl_h
+            tl.store(LSE + l_rows, lse2 * 0.6931471805599453, mask=row_ok)
+
+    @triton.jit
+    def _merge_kernel(O_PART, LSE_PART, O, LSE, n_splits, so_b, so_n, so_h, sl_b, sl_n, sl_h,
+                      HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr):
+        """One (head, query, sequence): out = sum_s w_s o_s / sum_s w_s, w_s = 2^(lse_s - max)."""
+        off_h = tl.program_id(0)
+        off_i = tl.program_id(1)
+        off_b = tl.program_id(2)
+        q_heads = tl.num_programs(0)
+        q_len = tl.num_programs(1)
+        row = (off_b.to(tl.int64) * q_len + off_i) * q_heads + off_h
+        offs_s = tl.arange(0, BLOCK_S)
+        offs_d = tl.arange(0, BLOCK_D)
+        s_ok = offs_s < n_splits
+        d_ok = offs_d < HEAD_DIM
+        lse = tl.load(LSE_PART + row * n_splits + offs_s, mask=s_ok, other=float("-inf"))
+        m = tl.max(lse, 0)
+        m_use = tl.where(m == float("-inf"), 0.0, m)
+        w = tl.math.exp2(lse - m_use)                         # an empty split weighs 0
+        denom = tl.sum(w, 0)
+        o = tl.load(O_PART + (row * n_splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :],
+                    mask=s_ok[:, None] & d_ok[None, :], other=0.0)
+        seen = denom > 0.0
+        out = tl.sum(w[:, None] * o, 0) / tl.where(seen, denom, 1.0)
+        lse_out = tl.where(seen, (m_use + tl.math.log2(tl.where(seen, denom, 1.0))) * 0.6931471805599453,
+                           float("-inf"))
+        base_o = off_b.to(tl.int64) * so_b + off_i.to(tl.int64) * so_n + off_h.to(tl.int64) * so_h
+        tl.store(O + base_o + offs_d, out.to(O.dtype.element_ty), mask=d_ok)
+        tl.store(LSE + off_b.to(tl.int64) * sl_b + off_i.to(tl.int64) * sl_n + off_h.to(tl.int64) * sl_h, lse_out)
+
+
+# ------------------------------------------------------------------- launch configuration
+def decode_config(head_dim: int, device: torch.device) -> dict:
+    """Tile and split parameters. Under the interpreter the tiles are small and splits are cut
+    after a single tile, so the short test contexts cross many tiles and many splits (the merge,
+    the partial last tile and empty splits all run). On the GPU: BLOCK_N keys per tile and
+    ``waves`` x SMs programs wanted, from the H200 sweep of spec_tests/bench/paged_attention_h200.py
+    (docs/paged_attention.md)."""
+    if device.type != "cuda":
+        return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    if head_dim <= 64:
+        return dict(BLOCK_N=64, num_warps=4, num_stages=3, programs=4 * sms, min_tiles=4)
+    return dict(BLOCK_N=64, num_warps=4, num_stages=3, programs=4 * sms, min_tiles=4)
+
+
+def plan(lens: list[int], q_len: int, window: int | None, units: int, block_n: int, programs: int,
+         min_tiles: int, splits: int | None = None) -> tuple[int, int]:
+    """(n_splits, split_len): cut the longest visible stretch into splits of split_len positions
+    (a multiple of block_n), so that about ``programs`` programs run in all (``units`` =
+    batch x kv_heads of them per split), each with at least ``min_tiles`` tiles. ``splits``
+    forces a count (benchmarks)."""
+    span = max((n - first_visible(n, q_len, window) // block_n * block_n for n in lens), default=0)
+    tiles = max(1, -(-span // block_n))
+    if splits is None:
+        splits = max(1, min(-(-programs // max(units, 1)), tiles // max(min_tiles, 1), MAX_SPLITS))
+    splits = max(1, min(splits, tiles, MAX_SPLITS))
+    per_split = -(-tiles // splits)
+    return -(-tiles // per_split), per_split * block_n
+
+
+def kernel_supports(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
+    """True if paged_attention on these tensors runs the Triton kernels (module doc)."""
+    if triton is None or q.dtype not in KERNEL_DTYPES or not 1 <= q.shape[-1] <= 256:
+        return False
+    q_len = 1 if q.dim() == 3 else q.shape[1]
+    if q_len * (q.shape[-2] // k_cache.shape[2]) > MAX_ROWS:
+        return False
+    if q.device.type == "cuda":
+        return not INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 8
+    return q.device.type == "cpu" and INTERPRET
+
+
+def _unit_last(t: torch.Tensor) -> torch.Tensor:
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+class _nullcontext:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, window, *,
+                  config=None, splits=None):
+    """Launch the kernels on checked inputs. ``q4`` is (batch, q_len, q_heads, head_dim); ``lens``
+    the host copy of ``seq_lens``. Returns (out like q4, lse (batch, q_len, q_heads) float32)."""
+    batch, q_len, q_heads, head_dim = q4.shape
+    block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = q_heads // kv_heads
+    q4, k_cache, v_cache = _unit_last(q4), _unit_last(k_cache), _unit_last(v_cache)
+    cfg = dict(config or decode_config(head_dim, q4.device))
+    block_n, programs, min_tiles = cfg.pop("BLOCK_N"), cfg.pop("programs"), cfg.pop("min_tiles")
+    n_splits, split_len = plan(lens, q_len, window, batch * kv_heads, block_n, programs, min_tiles, splits)
+    out = torch.empty(q4.shape, dtype=q4.dtype, device=q4.device)
+    lse = torch.empty((batch, q_len, q_heads), dtype=torch.float32, device=q4.device)
+    split = n_splits > 1
+    if split:
+        o_part = torch.empty((batch, q_len, q_heads, n_splits, head_dim), dtype=torch.float32, device=q4.device)
+        lse_part = torch.empty((batch, q_len, q_heads, n_splits), dtype=torch.float32, device=q4.device)
+    else:
+        o_part, lse_part = out, lse  # unused
+    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_m = max(16, triton.next_power_of_2(q_len * group))
+    left = NONE if window is None else min(int(window), NONE)
+    with torch.cuda.device(q4.device) if q4.is_cuda else _nullcontext():
+        _split_kernel[(n_splits, kv_heads, batch)](
+            q4, k_cache, v_cache, block_tables, seq_lens, out, lse, o_part, lse_part,
+            q4.stride(0), q4.stride(1), q4.stride(2),
+            k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+            v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
+            out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), lse.stride(2),
+            q_len, q_heads, group, left, split_len, scale * LOG2E,
+            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n,
+            BLOCK_SIZE=block_size, SPLIT=split, **cfg)
+        if split:
+            _merge_kernel[(q_heads, q_len, batch)](
+                o_part, lse_part, out, lse, n_splits,
+                out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), lse.stride(2),
+                HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_S=max(2, triton.next_power_of_2(n_splits)),
+                num_warps=4)
+    return out, lse
+
+
+def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = None,
+                    window: int | None = None, return_lse: bool = False):
+    """reference.paged_attention.paged_attention, computed by the split-KV kernels (module doc)."""
+    lens = check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window, scale)
+    if not kernel_supports(q, k_cache) or q.numel() == 0:
+        return _reference_paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=scale,
+                                          window=window, return_lse=return_lse)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    decode = q.dim() == 3
+    out, lse = _paged_decode(q.unsqueeze(1) if decode else q, k_cache, v_cache, block_tables, seq_lens,
+                             lens, scale, window)
+    if decode:
+        out, lse = out[:, 0], lse[:, 0]
+    return (out, lse) if return_lse else out

@@ -1,0 +1,158 @@
+"""Paged attention: decode attention over a block table (course 03.06-03.08; chapter 3, vLLM).
+
+A paged KV cache is a pool of fixed-size *blocks* of ``block_size`` token slots. A sequence does
+not own a contiguous stretch of memory: its *block table* lists the blocks holding its tokens, in
+order, so token position ``j`` of sequence ``b`` lives in
+
+    block  block_tables[b, j // block_size]      slot  j % block_size
+
+Blocks need not be contiguous, in order, or private: sequences that share a prompt prefix share
+its blocks (the same id in several rows). ``seq_lens[b]`` counts the tokens of sequence ``b`` in
+the cache, *including* the query tokens themselves (their K/V were written before attention runs,
+as in vLLM). This module is the math of attention over such a cache; allocating the blocks is the
+``paged`` concept.
+
+Layout ("NHD", vLLM v1's and FlashInfer's default):
+
+    q                  (batch, q_heads, head_dim)            one decode token per sequence, or
+                       (batch, q_len, q_heads, head_dim)     a few (speculative) tokens each
+    k_cache, v_cache   (num_blocks, block_size, kv_heads, head_dim)
+    block_tables       (batch, max_blocks_per_seq)  int32/int64
+    seq_lens           (batch,)                     int32/int64
+
+Why (num_blocks, block_size, kv_heads, head_dim): appending a token writes one contiguous row of
+``kv_heads * head_dim`` values per layer (one store for all heads, the write side of every decode
+step), every slot of a block is one contiguous chunk, and one head's key is ``head_dim``
+contiguous values, which a kernel reads as whole 128- or 256-byte rows. The per-head layout
+(num_blocks, kv_heads, block_size, head_dim) makes a head's block contiguous instead but scatters
+a token's write over ``kv_heads`` places; vLLM v1 and FlashInfer (``kv_layout="NHD"``) chose this
+one, and so does this contract.
+
+Math: sequence ``b`` is attention (reference/attention.py) of its queries over the keys and
+values of its first ``seq_lens[b]`` positions, causal and bottom-right aligned: query ``i`` of
+``q_len`` sits at position ``p_i = seq_len - q_len + i`` and sees keys ``j <= p_i`` (and, with a
+``window``, ``j >= p_i - window``: FlashAttention's left window). GQA/MQA: query head ``h`` reads
+KV head ``h // (q_heads // kv_heads)``. Precision is attention's: scores and P @ V in the input
+dtype, softmax in float32 (float64 for float64 inputs); ``lse`` is float32 (float64).
+
+Edge cases (pinned by the tests):
+    seq_lens[b] == 0       allowed (a padding row of a batch, e.g. a CUDA-graph-padded decode
+                           step): its output is 0 and its lse -inf, as for any query that sees
+                           no key; seq_len < q_len likewise masks the first q_len - seq_len queries
+    unused table entries   entries past ceil(seq_len / block_size) are ignored: neither read nor
+                           validated (engines pad with 0 or -1)
+    never read             an implementation reads only slots of positions its queries can see:
+                           the partial last block's slots past seq_len, blocks entirely left of
+                           the window (an engine may have freed and reused them) and every other
+                           block of the pool may hold anything, NaN included
+Bad input raises TypeError/ValueError naming the argument (``check_paged_attention_inputs``).
+"""
+from __future__ import annotations
+
+import torch
+
+from reference._checks import FLOAT_DTYPES, check_int, check_real, check_tensor, compute_dtype
+from reference.attention import attention
+
+__all__ = ["paged_attention"]  # the contract: what an implementation must provide
+__optional__ = []  # checked when an implementation provides them
+
+INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window=None,
+                                 scale=None) -> list[int]:
+    """Raise TypeError/ValueError naming the bad argument; return ``seq_lens`` as Python ints.
+
+    The value checks (lengths, block ids) need ``seq_lens`` and ``block_tables`` on the host: on
+    a GPU this is a device-to-host copy of both (small: batch x max_blocks_per_seq ints)."""
+    check_tensor("q", q, dtypes=FLOAT_DTYPES)
+    if q.dim() not in (3, 4):
+        raise ValueError("q must have rank 3 (batch, q_heads, head_dim) or 4 (batch, q_len, q_heads, "
+                         f"head_dim), got shape {tuple(q.shape)}")
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache)):
+        check_tensor(name, t, ndim=4, dims="num_blocks, block_size, kv_heads, head_dim", dtypes=FLOAT_DTYPES)
+        if t.dtype != q.dtype:
+            raise TypeError(f"{name} must have q's dtype {q.dtype}, got {t.dtype}")
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
+    check_tensor("block_tables", block_tables, ndim=2, dims="batch, max_blocks_per_seq", dtypes=INDEX_DTYPES)
+    check_tensor("seq_lens", seq_lens, ndim=1, dims="batch", dtypes=INDEX_DTYPES)
+    for name, t in (("k_cache", k_cache), ("v_cache", v_cache), ("block_tables", block_tables),
+                    ("seq_lens", seq_lens)):
+        if t.device != q.device:
+            raise ValueError(f"{name} must be on q's device {q.device}, got {t.device}")
+    batch, q_heads, head_dim = q.shape[0], q.shape[-2], q.shape[-1]
+    num_blocks, block_size, kv_heads, cache_head_dim = k_cache.shape
+    if block_size < 1:
+        raise ValueError(f"k_cache block_size (dim 1) must be >= 1, got shape {tuple(k_cache.shape)}")
+    if cache_head_dim != head_dim:
+        raise ValueError(f"k_cache head_dim ({cache_head_dim}) != q head_dim ({head_dim})")
+    if kv_heads < 1 or q_heads % kv_heads != 0:
+        raise ValueError(f"q heads ({q_heads}) must be a multiple of k_cache kv_heads ({kv_heads})")
+    if block_tables.shape[0] != batch:
+        raise ValueError(f"block_tables must have one row per sequence ({batch}), got {block_tables.shape[0]}")
+    if seq_lens.shape[0] != batch:
+        raise ValueError(f"seq_lens must have one entry per sequence ({batch}), got {seq_lens.shape[0]}")
+    check_int("window", window, minimum=0, allow_none=True)
+    check_real("scale", scale, allow_none=True)
+
+    lens = seq_lens.tolist()
+    width = block_tables.shape[1]
+    for b, n in enumerate(lens):
+        if n < 0:
+            raise ValueError(f"seq_lens[{b}] must be >= 0, got {n}")
+        if -(-n // block_size) > width:
+            raise ValueError(f"block_tables row {b} holds {width} blocks = {width * block_size} slots, "
+                             f"too few for seq_lens[{b}] = {n} (block_size {block_size})")
+    table = block_tables.cpu()
+    used = torch.arange(width)[None, :] < torch.tensor([-(-n // block_size) for n in lens]).reshape(-1, 1)
+    bad = used & ((table < 0) | (table >= num_blocks))
+    if bad.any():
+        b, i = bad.nonzero()[0].tolist()
+        raise ValueError(f"block_tables[{b}, {i}] = {int(table[b, i])} is not a block of the cache "
+                         f"(num_blocks = {num_blocks})")
+    return lens
+
+
+def first_visible(seq_len: int, q_len: int, window: int | None) -> int:
+    """The first position any of the ``q_len`` last positions can see (0 without a window)."""
+    return 0 if window is None else max(0, seq_len - q_len - window)
+
+
+def gather_cache(cache: torch.Tensor, table_row: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+    """Positions ``start .. stop - 1`` of one sequence, contiguous: (stop - start, kv_heads, head_dim).
+    Position ``j`` is slot ``j % block_size`` of block ``table_row[j // block_size]``."""
+    block_size = cache.shape[1]
+    pos = torch.arange(start, stop, device=cache.device)
+    blocks = table_row.to(cache.device, torch.int64)[pos // block_size]
+    return cache[blocks, pos % block_size]
+
+
+def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = None,
+                    window: int | None = None, return_lse: bool = False):
+    """Attention of each sequence's queries over its paged K/V (module doc: layout, math, edges).
+
+    Returns ``out`` (q's shape and dtype) or ``(out, lse)`` with ``lse`` q's shape without
+    head_dim: (batch, q_heads) or (batch, q_len, q_heads), float32 (float64 for float64 q).
+
+    The plain way: gather the sequence's visible positions from its blocks into a contiguous K and
+    V, then call :func:`reference.attention.attention` (causal, bottom-right aligned).
+    """
+    lens = check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window, scale)
+    q4 = q.unsqueeze(1) if q.dim() == 3 else q          # (batch, q_len, q_heads, head_dim)
+    batch, q_len, q_heads, head_dim = q4.shape
+    out = torch.zeros_like(q4)
+    lse = torch.full((batch, q_len, q_heads), float("-inf"), dtype=compute_dtype(q.dtype), device=q.device)
+    for b, seq_len in enumerate(lens):
+        start = first_visible(seq_len, q_len, window)  # keys left of every query's window: never read
+        k = gather_cache(k_cache, block_tables[b], start, seq_len)
+        v = gather_cache(v_cache, block_tables[b], start, seq_len)
+        # (len, heads, head_dim) -> (1, heads, len, head_dim): attention's layout, a batch of one.
+        ob, lb = attention(q4[b].transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                           causal=True, window=window, scale=scale, return_lse=True)
+        out[b] = ob[0].transpose(0, 1)
+        lse[b] = lb[0].transpose(0, 1)
+    if q.dim() == 3:
+        out, lse = out[:, 0], lse[:, 0]
+    return (out, lse) if return_lse else out

@@ -1,0 +1,315 @@
+"""The block allocator as a state machine (course 03.06-03.08).
+
+Hypothesis drives the implementation under test and the reference side by side with the same
+random operations -- allocate, append, fork, free, slot_mapping, can_allocate, and invalid calls
+(unknown, freed or live sequences, exhaustion, bad types and values) -- and after every step
+checks
+
+- the same results, the same errors (type, and the sequence or argument named in the message),
+  and the same observable state as the reference (free blocks, tables, lengths, ref counts);
+- a failed call changes nothing (state before == state after);
+- no block is held by two sequences unless they share it through fork: a model of *abstract*
+  blocks (fresh on allocate/append/copy-on-write, copied on fork) maps one to one onto the
+  physical blocks;
+- each ref count == the number of block tables holding the block; free + used == total;
+- at most block_size - 1 empty slots per sequence (internal fragmentation);
+- a toy KV store: every token written through slot_mapping (after performing the copy-on-write
+  list that append returns) reads back, through the block table, as the sequence's own tokens --
+  after forks, copy-on-write and frees of siblings. A write into a block another sequence holds
+  fails at once.
+"""
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import event, settings, strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
+
+ERRORS = (TypeError, ValueError, KeyError)
+SEQS = ("s0", "s1", "s2", "s3", 40, 41)  # a small universe: ids collide, freed ids come back
+FRESH = "s-new"                           # never live
+seqs = st.sampled_from(SEQS)
+
+
+def snapshot(alloc) -> tuple:
+    """Everything observable: free blocks, each live sequence's table and length, every ref count."""
+    seqs = {s: (alloc.block_table(s), alloc.num_tokens(s)) for s in alloc.sequences()}
+    return alloc.num_free_blocks, seqs, [alloc.ref_count(b) for b in range(alloc.num_blocks)]
+
+
+def _pairs(copies) -> list:
+    return [tuple(p) for p in copies]
+
+
+# (op, args built from (a live seq, num_blocks), error, words the message must contain)
+BAD_CALLS = [
+    ("allocate", lambda s, nb: (FRESH, -1), ValueError, ("n_tokens",)),
+    ("allocate", lambda s, nb: (FRESH, 1.0), TypeError, ("n_tokens",)),
+    ("allocate", lambda s, nb: (True, 1), TypeError, ("seq",)),
+    ("allocate", lambda s, nb: (2.5, 1), TypeError, ("seq",)),
+    ("append", lambda s, nb: (s, -1), ValueError, ("n",)),
+    ("append", lambda s, nb: (s, 2.0), TypeError, ("n",)),
+    ("append", lambda s, nb: (None, 1), TypeError, ("seq",)),
+    ("fork", lambda s, nb: (s, [1]), TypeError, ("child",)),
+    ("fork", lambda s, nb: (None, FRESH), TypeError, ("parent",)),
+    ("free", lambda s, nb: (1.5,), TypeError, ("seq",)),
+    ("slot_mapping", lambda s, nb: (s, 0), TypeError, ("positions",)),
+    ("slot_mapping", lambda s, nb: (s, [True]), TypeError, ("positions",)),
+    ("ref_count", lambda s, nb: (nb,), ValueError, ("block",)),
+    ("ref_count", lambda s, nb: (-1,), ValueError, ("block",)),
+    ("ref_count", lambda s, nb: (0.0,), TypeError, ("block",)),
+    ("can_allocate", lambda s, nb: (-1,), ValueError, ("n_tokens",)),
+    ("can_allocate", lambda s, nb: (1.5,), TypeError, ("n_tokens",)),
+]
+
+
+class AllocatorMachine(RuleBasedStateMachine):
+    impl = None
+    ref = None
+
+    @initialize(num_blocks=st.integers(1, 16), block_size=st.sampled_from([4, 3, 2, 8, 1]))
+    def start(self, num_blocks, block_size):
+        self.a = self.impl.get("paged.BlockAllocator")(num_blocks, block_size)
+        self.b = self.ref.get("paged.BlockAllocator")(num_blocks, block_size)
+        self.nb, self.bs = num_blocks, block_size
+        self.kv = [None] * (num_blocks * block_size)  # toy KV store: slot -> the token id written there
+        self.tokens: dict = {}   # model: seq -> the token ids it holds
+        self.blocks: dict = {}   # model: seq -> abstract block ids (shared only through fork)
+        self.fresh = itertools.count()
+
+    # -- running one call on both ---------------------------------------------------------
+    def both(self, op, *args, words=(), expect=None):
+        """``op(*args)`` on the reference and the implementation. Returns the implementation's
+        result, or raises ``_Failed`` when both rejected the call (the implementation with the
+        reference's error type, a message naming ``words``, and its state unchanged)."""
+        call = f"{op}{args!r}"
+        before = snapshot(self.a)
+        try:
+            want, want_exc = getattr(self.b, op)(*args), None
+        except ERRORS as exc:
+            want, want_exc = None, exc
+        if expect is not None:
+            assert isinstance(want_exc, expect), f"the reference accepted {call}"  # the test's own check
+        try:
+            got = getattr(self.a, op)(*args)
+        except ERRORS as exc:
+            if want_exc is None:
+                raise AssertionError(f"{call} raised {type(exc).__name__}: {exc}; the reference "
+                                     f"accepts it and returns {want!r}") from exc
+            assert isinstance(exc, type(want_exc)), (
+                f"{call} raised {type(exc).__name__}: {exc}; expected {type(want_exc).__name__} "
+                f"(the reference says: {want_exc})")
+            if "out of blocks" in str(want_exc):
+                words = (*words, "out of blocks")
+            missing = [w for w in map(str, words) if w.lower() not in str(exc).lower()]
+            assert not missing, f"{call}: the {type(exc).__name__} message should name {missing}; it says: {exc}"
+            event(f"{op}: {type(want_exc).__name__}{' (out of blocks)' if 'out of blocks' in str(want_exc) else ''}")
+            after = snapshot(self.a)
+            assert after == before, (f"{call} raised {type(exc).__name__} but changed the state:\n"
+                                     f"  before {before!r}\n  after  {after!r}")
+            raise _Failed() from None
+        if want_exc is not None:
+            raise AssertionError(f"{call} returned {got!r}; expected {type(want_exc).__name__} "
+                                 f"like the reference: {want_exc}")
+        if op == "append":
+            got = _pairs(got)
+        assert got == want, f"{call} returned {got!r}; the reference returns {want!r}"
+        return got
+
+    def write(self, seq, positions):
+        """Write the sequence's tokens at ``positions`` into the toy KV store, through slot_mapping."""
+        slots = self.a.slot_mapping(seq, positions)
+        assert len(slots) == len(positions), (seq, positions, slots)
+        for p, slot in zip(positions, slots):
+            assert 0 <= slot < len(self.kv), f"slot_mapping({seq!r}, [{p}]) = {slot}: outside the pool"
+            block = slot // self.bs
+            refs = self.a.ref_count(block)
+            assert refs == 1, (f"token {p} of {seq!r} would be written into block {block}, which "
+                               f"{refs} sequences hold (copy-on-write missing?)")
+            self.kv[slot] = self.tokens[seq][p]
+
+    # -- rules ----------------------------------------------------------------------------
+    def pick(self, data, live: bool, label: str):
+        """A live (or, ``live=False``, a not live) sequence id four times in five, else any id."""
+        pool = [s for s in SEQS if (s in self.tokens) == live]
+        if pool and data.draw(st.integers(0, 4), label=f"{label}: 4 = any id") < 4:
+            return data.draw(st.sampled_from(pool), label=label)
+        return data.draw(seqs, label=label)
+
+    def do_allocate(self, seq, n):
+        try:
+            table = self.both("allocate", seq, n, words=(seq,))
+        except _Failed:
+            return
+        assert len(table) == -(-n // self.bs), f"allocate({seq!r}, {n}) took {len(table)} blocks"
+        event("allocate: ok")
+        self.tokens[seq] = [next(self.fresh) for _ in range(n)]
+        self.blocks[seq] = [next(self.fresh) for _ in table]
+        self.write(seq, range(n))
+
+    def do_append(self, seq, n):
+        old = self.a.block_table(seq) if seq in self.tokens else None
+        try:
+            copies = self.both("append", seq, n, words=(seq,))
+        except _Failed:
+            return
+        length, model = len(self.tokens[seq]), self.blocks[seq]
+        cow = n > 0 and length % self.bs != 0 and any(
+            model[-1] in self.blocks[t] for t in self.blocks if t != seq)
+        new = self.a.block_table(seq)
+        expected = [(old[-1], new[len(old) - 1])] if cow else []
+        assert copies == expected, (f"append({seq!r}, {n}) returned copies {copies}; expected {expected} "
+                                    f"(last block {'shared and partly filled' if cow else 'not shared, or full'})")
+        event("append: copy-on-write" if cow else "append: ok")
+        for src, dst in copies:  # the engine's job: copy the block before writing into it
+            self.kv[dst * self.bs:(dst + 1) * self.bs] = self.kv[src * self.bs:(src + 1) * self.bs]
+        if cow:
+            model[-1] = next(self.fresh)
+        while len(model) < -(-(length + n) // self.bs):
+            model.append(next(self.fresh))
+        self.tokens[seq] += [next(self.fresh) for _ in range(n)]
+        self.write(seq, range(length, length + n))
+
+    def do_fork(self, parent, child):
+        if parent not in self.tokens and child in self.tokens:
+            child = FRESH  # one fault per call: a call wrong in two ways may raise either error
+        try:
+            self.both("fork", parent, child, words=(parent if parent not in self.tokens else child,))
+        except _Failed:
+            return
+        event("fork: ok")
+        self.tokens[child] = list(self.tokens[parent])
+        self.blocks[child] = list(self.blocks[parent])
+
+    def do_free(self, seq):
+        try:
+            self.both("free", seq, words=(seq,))
+        except _Failed:
+            return
+        event("free: ok")
+        del self.tokens[seq], self.blocks[seq]
+
+    @rule(data=st.data())
+    def allocate(self, data):
+        seq = self.pick(data, live=False, label="seq")
+        self.do_allocate(seq, data.draw(st.integers(0, 3 * self.bs + 1), label="n_tokens"))
+
+    @precondition(lambda self: self.tokens)  # unknown ids still come, one time in five
+    @rule(data=st.data())
+    def append(self, data):
+        seq = self.pick(data, live=True, label="seq")
+        self.do_append(seq, data.draw(st.one_of(st.just(1), st.integers(0, 2 * self.bs + 1)), label="n"))
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def fork(self, data):
+        self.do_fork(self.pick(data, live=True, label="parent"), self.pick(data, live=False, label="child"))
+
+    @precondition(lambda self: self.tokens and len(self.tokens) < len(SEQS))
+    @rule(data=st.data())
+    def fork_then_append(self, data):
+        """Parallel sampling / beam search: a sequence branches, and one branch takes a token."""
+        parent = data.draw(st.sampled_from([s for s in SEQS if s in self.tokens]), label="parent")
+        child = data.draw(st.sampled_from([s for s in SEQS if s not in self.tokens]), label="child")
+        self.do_fork(parent, child)
+        self.do_append(data.draw(st.sampled_from([parent, child]), label="branch"),
+                       data.draw(st.integers(1, self.bs + 1), label="n"))
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def free(self, data):
+        self.do_free(self.pick(data, live=True, label="seq"))
+
+    @precondition(lambda self: self.tokens)  # unknown ids still come, one time in five
+    @rule(data=st.data())
+    def slot_mapping(self, data):
+        seq = self.pick(data, live=True, label="seq")
+        n = len(self.tokens.get(seq, ()))
+        positions = data.draw(st.lists(st.integers(-2, n + 2), max_size=4), label="positions")
+        words = (seq,) if seq not in self.tokens else ("positions",)
+        try:
+            self.both("slot_mapping", seq, positions, words=words)
+        except _Failed:
+            pass
+
+    @rule(n=st.integers(0, 40))
+    def can_allocate(self, n):
+        self.both("can_allocate", n)
+
+    @precondition(lambda self: self.tokens)
+    @rule(data=st.data())
+    def bad_argument(self, data):
+        op, make, error, words = data.draw(st.sampled_from(BAD_CALLS), label="bad call")
+        seq = data.draw(st.sampled_from(sorted(self.tokens, key=repr)), label="live seq")
+        try:
+            self.both(op, *make(seq, self.nb), words=words, expect=error)
+        except _Failed:
+            return
+        raise AssertionError(f"{op}{make(seq, self.nb)!r} was accepted")  # both() raised already
+
+    # -- invariants -------------------------------------------------------------------------
+    @invariant()
+    def inv_1_ref_count_is_number_of_tables(self):
+        tables = {s: self.a.block_table(s) for s in self.a.sequences()}
+        assert set(tables) == set(self.tokens), f"live sequences {sorted(tables, key=repr)}; expected {sorted(self.tokens, key=repr)}"
+        for block in range(self.nb):
+            holders = sum(t.count(block) for t in tables.values())
+            assert self.a.ref_count(block) == holders, (
+                f"ref_count({block}) = {self.a.ref_count(block)}, but {holders} block tables hold it: {tables}")
+
+    @invariant()
+    def inv_2_free_plus_used_is_total(self):
+        used = {b for s in self.a.sequences() for b in self.a.block_table(s)}
+        assert self.a.num_free_blocks + len(used) == self.nb, (
+            f"{self.a.num_free_blocks} free + {len(used)} in use != {self.nb} blocks")
+
+    @invariant()
+    def inv_3_blocks_shared_only_through_fork(self):
+        physical: dict = {}
+        for s, model in self.blocks.items():
+            table = self.a.block_table(s)
+            assert len(table) == len(model), f"{s!r} holds {len(table)} blocks; expected {len(model)}"
+            for i, (abstract, block) in enumerate(zip(model, table)):
+                seen = physical.setdefault(abstract, (block, s, i))
+                assert seen[0] == block, (f"block {i} of {s!r} is {block}, but it shares block "
+                                          f"{seen[2]} of {seen[1]!r} (= {seen[0]}) through fork")
+        owners: dict = {}
+        for abstract, (block, s, i) in physical.items():
+            assert block not in owners, (f"block {block} is held by {s!r} and {owners[block]!r}, "
+                                         "which do not share it through fork")
+            owners[block] = s
+
+    @invariant()
+    def inv_4_at_most_block_size_minus_one_empty_slots(self):
+        for s in self.a.sequences():
+            n, slots = self.a.num_tokens(s), len(self.a.block_table(s)) * self.bs
+            assert n <= slots <= n + self.bs - 1, f"{s!r}: {n} tokens in {slots} slots (block_size {self.bs})"
+
+    @invariant()
+    def inv_5_kv_store_reads_back_own_tokens(self):
+        for s, toks in self.tokens.items():
+            assert self.a.num_tokens(s) == len(toks), (s, self.a.num_tokens(s), len(toks))
+            table, bs = self.a.block_table(s), self.bs
+            slots = self.a.slot_mapping(s, range(len(toks)))
+            assert slots == [table[p // bs] * bs + p % bs for p in range(len(toks))], (
+                f"slot_mapping({s!r}) = {slots} does not follow the block table {table}")
+            read = [self.kv[slot] for slot in slots]
+            assert read == toks, f"the KV store holds {read} for {s!r}; it wrote {toks}"
+
+    @invariant()
+    def inv_6_same_state_as_reference(self):
+        got, want = snapshot(self.a), snapshot(self.b)
+        assert got == want, ("the state differs from the reference's (the contract pins which free "
+                             f"block is taken: LIFO, block 0 first):\n  got  {got!r}\n  want {want!r}")
+
+
+class _Failed(Exception):
+    """Both sides rejected a call (and the implementation rejected it correctly)."""
+
+
+def test_state_machine(impl, reference):
+    """Random valid and invalid operations against the reference, with the invariants above."""
+    machine = type("AllocatorMachineFor", (AllocatorMachine,), {"impl": impl, "ref": reference})
+    steps = 100 if settings.get_current_profile_name() == "thorough" else 40
+    run_state_machine_as_test(machine, settings=settings(stateful_step_count=steps))

@@ -1,0 +1,43 @@
+"""Planted bugs of `paged_attention` (each must make a paged_attention test fail).
+
+The kernel mutants patch the real Triton source of optimized/paged_attention.py, so the bug runs
+in the same kernel code (under the interpreter on CPU); the last one patches the reference."""
+from conformance.mutants import Patch
+
+KERNEL = "optimized/paged_attention.py"
+
+MUTANTS = [
+    Patch("reads_past_seq_len",
+          "The kernel's key mask is `keys <= stop` instead of `<`: it reads one slot past the end of "
+          "its stretch (past seq_len in the last split: a slot the sequence does not own).",
+          KERNEL,
+          "            key_ok = (keys >= lo) & (keys < stop)\n",
+          "            key_ok = (keys >= lo) & (keys <= stop)\n"),
+    Patch("last_split_wrong_table",
+          "The last split of every sequence reads the block table of the next sequence in the batch.",
+          KERNEL,
+          "        bt_row = BT + b64 * sbt_b\n",
+          "        bt_row = BT + tl.where(pid_s == n_splits - 1, (off_b + 1) % tl.num_programs(2), off_b)"
+          ".to(tl.int64) * sbt_b\n"),
+    Patch("merge_averages_splits",
+          "The split-KV merge averages the splits' partial outputs (equal weights for every non-empty "
+          "split) instead of weighting each by its share of the softmax mass, 2^(lse_s - max).",
+          KERNEL,
+          "        w = tl.math.exp2(lse - m_use)                         # an empty split weighs 0\n",
+          "        w = tl.where(lse == float(\"-inf\"), 0.0, 1.0)\n"),
+    Patch("gqa_interleaved_heads",
+          "GQA packing maps row r to query head (r % group) * kv_heads + kvh (heads interleaved across "
+          "KV heads) instead of kvh * group + r % group.",
+          KERNEL,
+          "        head = off_kvh * group + rows % group\n",
+          "        head = (rows % group) * tl.num_programs(1) + off_kvh\n"),
+    Patch("drops_partial_last_block",
+          "The reference gathers seq_len // block_size whole blocks, losing the tokens of a partial "
+          "last block (the newest ones).",
+          "reference/paged_attention.py",
+          "        k = gather_cache(k_cache, block_tables[b], start, seq_len)\n"
+          "        v = gather_cache(v_cache, block_tables[b], start, seq_len)\n",
+          "        stop = seq_len // k_cache.shape[1] * k_cache.shape[1]\n"
+          "        k = gather_cache(k_cache, block_tables[b], min(start, stop), stop)\n"
+          "        v = gather_cache(v_cache, block_tables[b], min(start, stop), stop)\n"),
+]

@@ -1,0 +1,206 @@
+"""Paged attention (course 03.06-03.08): attention over a block table == attention over the same
+keys stored contiguously.
+
+Every case scatters contiguous per-sequence K/V into a pool of blocks in random order (shared
+prefix blocks, partial last blocks, spare table columns) and fills every slot no query may see with
+NaN (strategies.py). The oracle is plain attention over the contiguous K/V in float64
+(oracles.py); the tolerance rule (conformance/tolerance.py) allows 2x the error of the same
+contiguous computation in the input dtype plus the rounding floor. So a pass says: right blocks,
+right slots, right masking, and nothing outside the visible positions reached the output.
+
+On CPU the optimized implementation runs its Triton kernels under the interpreter, so contexts
+here are short (up to ~150 positions, enough to cross many 16-key tiles and many splits); long
+contexts (up to 32k) run natively on a GPU (``gpu``).
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import example, given, settings
+
+from conformance.badinput import Bad, assert_rejects, bad_cases
+from conformance.tolerance import assert_close_to_oracle
+from spec_tests.paged_attention.oracles import contiguous_oracle
+from spec_tests.paged_attention.strategies import BLOCK_SIZES, PagedCase, paged_cases
+
+
+def _scaled(n: int) -> int:
+    """``n`` examples under the dev profile (25 examples), scaled with the loaded profile."""
+    return max(1, round(n * settings().max_examples / 25))
+
+
+def _pin(*cases):
+    def deco(fn):
+        for c in reversed(cases):
+            fn = example(case=c)(fn)
+        return fn
+    return deco
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal values, NaN where the other is NaN."""
+    return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+
+
+def _check(impl, case: PagedCase, device, *, mutate_table=None):
+    """impl's (out, lse) == the contiguous oracle within the tolerance rule; the inputs are left
+    untouched; a query that sees no key gives exactly 0."""
+    x = case.build(device)
+    table = x.block_tables if mutate_table is None else mutate_table(x.block_tables.clone(), case)
+    args = (x.q, x.k_cache, x.v_cache, table, x.seq_lens)
+    before = [t.clone() for t in args]
+    out, lse = impl.get("paged_attention.paged_attention")(*args, return_lse=True, **case.kwargs)
+    for name, t, b in zip(("q", "k_cache", "v_cache", "block_tables", "seq_lens"), args, before):
+        assert _same(t, b), f"paged_attention modified its input {name}"
+    ref, ref_lse = contiguous_oracle(x, dtype=x.q.dtype, **case.kwargs)   # same math, same dtype
+    oracle, oracle_lse = contiguous_oracle(x, **case.kwargs)              # float64
+    inputs = dict(case=case)
+    assert_close_to_oracle(out, ref, oracle, name="out", inputs=inputs)
+    assert isinstance(lse, torch.Tensor) and lse.dtype == ref_lse.dtype, (
+        f"lse must be {ref_lse.dtype} for {x.q.dtype} inputs, got {getattr(lse, 'dtype', type(lse))}")
+    assert_close_to_oracle(lse, ref_lse, oracle_lse, name="lse", inputs=inputs)
+    blind = torch.isinf(oracle_lse.to(lse.device))
+    assert (out[blind] == 0).all(), "a query that sees no key (seq_len 0, or seq_len < q_len) must output exactly 0"
+    return out, lse
+
+
+# Cases every run starts with (explicit examples run first, so a planted bug fails fast).
+PINNED = (
+    # GQA 2x2, block 4: partial last blocks, a shared first block, several splits, unequal lengths
+    PagedCase((37, 70, 5), 0, 4, 2, 16, 4, None, "float16", 1, shared_blocks=1),
+    # MQA, padding row (seq_len 0), seq_len 1, a window inside one long sequence, bf16
+    PagedCase((0, 1, 64, 33), 0, 8, 1, 32, 16, 5, "bfloat16", 2, spare_cols=2),
+    # one long sequence, block 8: many tiles and many splits
+    PagedCase((150,), 0, 4, 1, 16, 8, None, "float16", 3, scale=0.3),
+)
+SPEC_PINNED = (
+    PagedCase((40, 3, 17), 3, 4, 2, 16, 8, None, "float16", 4, shared_blocks=1),
+    PagedCase((2, 65), 4, 8, 2, 32, 1, 9, "bfloat16", 5),  # seq_len 2 < q_len 4: blind queries
+)
+
+
+@_pin(*PINNED)
+@settings(max_examples=_scaled(10))
+@given(case=paged_cases())
+def test_decode_matches_contiguous_oracle(impl, device, case):
+    """One decode token per sequence (q rank 3): out and lse == attention over the contiguous
+    K/V, for block sizes 1-128, non-contiguous and shared block ids, partial last blocks,
+    seq_len 0 and 1, windows, MHA/GQA/MQA; unowned slots are NaN and never reach the output."""
+    _check(impl, case, device)
+
+
+@_pin(*SPEC_PINNED)
+@settings(max_examples=_scaled(5))
+@given(case=paged_cases(q_lens=(1, 2, 3, 4), max_len=48, groups=(1, 2, 4)))
+def test_speculative_tokens_match_oracle(impl, device, case):
+    """A few query tokens per sequence (q rank 4): causal among themselves, bottom-right aligned
+    (query i sits at seq_len - q_len + i), so the last one sees the whole sequence."""
+    _check(impl, case, device)
+
+
+@pytest.mark.parametrize("block_size", BLOCK_SIZES)
+def test_every_block_size(impl, device, block_size):
+    """Block sizes 1 to 128: two and a bit blocks, one short of a block, a tile-crossing length,
+    a shared first block; and ``return_lse=False`` returns the same out alone."""
+    lens = (min(2 * block_size + 3, 203), max(block_size - 1, 1), 37)
+    case = PagedCase(lens, 0, 4, 2, 16, block_size, None, ("float16", "bfloat16")[block_size.bit_length() % 2],
+                     10 + block_size, shared_blocks=1)
+    out, _ = _check(impl, case, device)
+    x = case.build(device)
+    alone = impl.get("paged_attention.paged_attention")(*x.args, **case.kwargs)
+    assert isinstance(alone, torch.Tensor), "return_lse=False must return the output tensor alone"
+    assert torch.equal(alone, out), "return_lse=False changed the output"
+
+
+# ------------------------------------------------------------------------------ bad input
+def _valid():
+    x = PagedCase((5, 9), 0, 4, 2, 16, 4, None, "float16", 0).build()
+    return dict(q=x.q, k_cache=x.k_cache, v_cache=x.v_cache, block_tables=x.block_tables, seq_lens=x.seq_lens)
+
+
+def _with(**changes):
+    """A Bad change computed from the valid arguments (never modifying them in place)."""
+    return lambda kw: {**kw, **{k: f(kw) for k, f in changes.items()}}
+
+
+def _set(t: torch.Tensor, index, value) -> torch.Tensor:
+    t = t.clone()
+    t[index] = value
+    return t
+
+
+BAD = [
+    Bad("q not a tensor", _with(q=lambda kw: kw["q"].tolist()), TypeError, ("q",)),
+    Bad("q rank 2", _with(q=lambda kw: kw["q"][:, 0]), ValueError, ("q",)),
+    Bad("q rank 5", _with(q=lambda kw: kw["q"][:, None, None]), ValueError, ("q",)),
+    Bad("integer q", _with(q=lambda kw: kw["q"].long()), TypeError, ("q",)),
+    Bad("k_cache rank 3", _with(k_cache=lambda kw: kw["k_cache"][0]), ValueError, ("k_cache",)),
+    Bad("caches float32, q float16", _with(k_cache=lambda kw: kw["k_cache"].float(),
+                                           v_cache=lambda kw: kw["v_cache"].float()), TypeError, ("k_cache",)),
+    Bad("v_cache dtype differs", _with(v_cache=lambda kw: kw["v_cache"].float()), TypeError, ("v_cache",)),
+    Bad("v_cache shape differs", _with(v_cache=lambda kw: kw["v_cache"][:-1]), ValueError, ("v_cache",)),
+    Bad("heads not a multiple", _with(q=lambda kw: kw["q"][:, :3]), ValueError, ("heads",)),
+    Bad("head_dim differs", _with(q=lambda kw: kw["q"][..., :8]), ValueError, ("head_dim",)),
+    Bad("float block_tables", _with(block_tables=lambda kw: kw["block_tables"].float()), TypeError, ("block_tables",)),
+    Bad("block_tables rank 1", _with(block_tables=lambda kw: kw["block_tables"][0]), ValueError, ("block_tables",)),
+    Bad("block_tables rows != batch", _with(block_tables=lambda kw: kw["block_tables"][:1]), ValueError,
+        ("block_tables",)),
+    Bad("float seq_lens", _with(seq_lens=lambda kw: kw["seq_lens"].float()), TypeError, ("seq_lens",)),
+    Bad("seq_lens rank 2", _with(seq_lens=lambda kw: kw["seq_lens"][None]), ValueError, ("seq_lens",)),
+    Bad("seq_lens length != batch", _with(seq_lens=lambda kw: kw["seq_lens"][:1]), ValueError, ("seq_lens",)),
+    Bad("negative seq_len", _with(seq_lens=lambda kw: _set(kw["seq_lens"], 1, -1)), ValueError, ("seq_lens",)),
+    Bad("table too short for seq_len",
+        _with(seq_lens=lambda kw: _set(kw["seq_lens"], 1, kw["block_tables"].shape[1] * kw["k_cache"].shape[1] + 1)),
+        ValueError, ("block_tables", "seq_lens")),
+    Bad("block id >= num_blocks", _with(block_tables=lambda kw: _set(kw["block_tables"], (1, 2), kw["k_cache"].shape[0])),
+        ValueError, ("block_tables",)),
+    Bad("negative block id", _with(block_tables=lambda kw: _set(kw["block_tables"], (0, 1), -1)), ValueError,
+        ("block_tables",)),
+    Bad("negative window", dict(window=-1), ValueError, ("window",)),
+    Bad("float window", dict(window=2.5), TypeError, ("window",)),
+    Bad("bool window", dict(window=True), TypeError, ("window",)),
+    Bad("nan scale", dict(scale=math.nan), ValueError, ("scale",)),
+    Bad("string scale", dict(scale="0.25"), TypeError, ("scale",)),
+]
+
+
+@bad_cases(BAD)
+def test_rejects_bad_input(impl, bad):
+    """Malformed shapes, dtypes, lengths and block ids raise TypeError/ValueError naming the
+    argument (the table's too-short row names block_tables and seq_lens), before anything is
+    computed and without modifying an argument. A used block id must lie in [0, num_blocks)."""
+    assert_rejects(impl.get("paged_attention.paged_attention"), _valid, bad)
+
+
+def test_unused_table_entries_are_ignored(impl, device):
+    """Entries past a sequence's ceil(seq_len / block_size) blocks are neither read nor validated:
+    padding them with -1 or with ids past the pool (as engines do) changes nothing."""
+    def pad(table, case):
+        for b, n in enumerate(case.seq_lens):
+            used = -(-n // case.block_size)
+            table[b, used:] = -1 if b % 2 else 10**6
+        return table
+
+    _check(impl, PagedCase((13, 0, 8), 0, 4, 2, 16, 4, None, "float16", 31, spare_cols=2), device,
+           mutate_table=pad)
+
+
+# ------------------------------------------------------------------------- GPU, natively
+LONG = (
+    PagedCase((4097, 1, 1000, 2048, 0, 333), 0, 32, 8, 128, 16, None, "bfloat16", 101, shared_blocks=7),
+    PagedCase((32768,), 0, 32, 8, 128, 16, None, "bfloat16", 102),
+    PagedCase((5000, 129, 4095), 0, 16, 2, 64, 1, None, "float16", 103, shared_blocks=50),
+    PagedCase((8191, 777), 0, 8, 8, 256, 128, 1000, "float16", 104),
+    PagedCase((3000, 64, 12), 4, 64, 8, 128, 32, None, "bfloat16", 105, shared_blocks=1),
+    PagedCase((2000, 17), 8, 16, 1, 96, 64, 300, "bfloat16", 106),
+)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", LONG, ids=lambda c: f"lens{max(c.seq_lens)}-bs{c.block_size}-d{c.head_dim}")
+def test_long_contexts_gpu(impl, device, case):
+    """Long contexts natively (up to 32k positions, hundreds of tiles, tens of splits), D 64 to
+    256, block sizes 1 to 128, GQA 1 to 16, windows, speculative tokens."""
+    _check(impl, case, device)
