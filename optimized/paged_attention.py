@@ -111,7 +111,10 @@ if triton is not None:
             key_ok = (keys >= lo) & (keys < stop)
             block = tl.load(bt_row + keys // BLOCK_SIZE, mask=key_ok, other=0).to(tl.int64)
             slot = (keys % BLOCK_SIZE).to(tl.int64)
-            kv_mask = key_ok[:, None] & d_ok[None, :]
+            if BLOCK_D == HEAD_DIM:   # a mask constant along head_dim keeps the loads vectorised
+                kv_mask = key_ok[:, None]
+            else:
+                kv_mask = key_ok[:, None] & d_ok[None, :]
             k = tl.load(k_head + (block * sk_blk + slot * sk_slot)[:, None] + offs_d[None, :],
                         mask=kv_mask, other=0.0)
             v = tl.load(v_head + (block * sv_blk + slot * sv_slot)[:, None] + offs_d[None, :],
@@ -194,7 +197,10 @@ def plan(lens: list[int], q_len: int, window: int | None, units: int, block_n: i
     (a multiple of block_n), so that about ``programs`` programs run in all (``units`` =
     batch x kv_heads of them per split), each with at least ``min_tiles`` tiles. ``splits``
     forces a count (benchmarks)."""
-    span = max((n - first_visible(n, q_len, window) // block_n * block_n for n in lens), default=0)
+    if window is None:
+        span = max(lens, default=0)
+    else:
+        span = max((n - first_visible(n, q_len, window) // block_n * block_n for n in lens), default=0)
     tiles = max(1, -(-span // block_n))
     if splits is None:
         splits = max(1, min(-(-programs // max(units, 1)), tiles // max(min_tiles, 1), MAX_SPLITS))

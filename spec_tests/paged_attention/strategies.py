@@ -9,6 +9,8 @@ oracle's input), then scatters them into a pool of blocks in a random order thro
   (the same ids: a shared prompt prefix), and its keys there are sequence 0's;
 * the table has ``spare_cols`` columns past the longest sequence's blocks; unused entries hold ids
   of blocks nobody owns;
+* the pool is a view into a buffer with one NaN block on either side, so that an implementation
+  reading block -1 or block num_blocks (padding it should ignore) gets NaN, not a segfault;
 * every slot no query can see is NaN: the slots past ``seq_len`` in the partial last block, whole
   blocks left of the window, the spare blocks of the pool. An implementation that reads one of
   them (and lets it reach the output) returns NaN.
@@ -113,9 +115,17 @@ class PagedCase:
             (batch, self.q_len, self.q_heads, self.head_dim)
         q = torch.randn(q_shape, generator=g)
         to = dict(device=device, dtype=dt)
-        return PagedInputs(q.to(**to), k_cache.to(**to), v_cache.to(**to), table.to(device),
+        k_cache, v_cache = (_with_margin(c.to(**to)) for c in (k_cache, v_cache))
+        return PagedInputs(q.to(**to), k_cache, v_cache, table.to(device),
                            torch.tensor(self.seq_lens, dtype=torch.int32, device=device),
                            tuple(k.to(**to) for k in ks), tuple(v.to(**to) for v in vs))
+
+
+def _with_margin(cache: torch.Tensor) -> torch.Tensor:
+    """``cache`` as a view into a buffer with one NaN block before and after it."""
+    buf = torch.full((cache.shape[0] + 2, *cache.shape[1:]), float("nan"), dtype=cache.dtype, device=cache.device)
+    buf[1:-1] = cache
+    return buf[1:-1]
 
 
 def lengths(max_len: int, tile: int = 16) -> st.SearchStrategy[int]:

@@ -48,7 +48,7 @@ def _check(impl, case: PagedCase, device, *, mutate_table=None):
     """impl's (out, lse) == the contiguous oracle within the tolerance rule; the inputs are left
     untouched; a query that sees no key gives exactly 0."""
     x = case.build(device)
-    table = x.block_tables if mutate_table is None else mutate_table(x.block_tables.clone(), case)
+    table = x.block_tables if mutate_table is None else mutate_table(x.block_tables.clone(), x)
     args = (x.q, x.k_cache, x.v_cache, table, x.seq_lens)
     before = [t.clone() for t in args]
     out, lse = impl.get("paged_attention.paged_attention")(*args, return_lse=True, **case.kwargs)
@@ -176,11 +176,12 @@ def test_rejects_bad_input(impl, bad):
 
 def test_unused_table_entries_are_ignored(impl, device):
     """Entries past a sequence's ceil(seq_len / block_size) blocks are neither read nor validated:
-    padding them with -1 or with ids past the pool (as engines do) changes nothing."""
-    def pad(table, case):
-        for b, n in enumerate(case.seq_lens):
-            used = -(-n // case.block_size)
-            table[b, used:] = -1 if b % 2 else 10**6
+    padding them with -1 (as engines do) or with num_blocks changes nothing. (The blocks just
+    outside the pool are NaN: reading them fails the comparison instead of crashing.)"""
+    def pad(table, x):
+        num_blocks, block_size = x.k_cache.shape[:2]
+        for b, n in enumerate(x.seq_lens.tolist()):
+            table[b, -(-n // block_size):] = num_blocks if b % 2 else -1
         return table
 
     _check(impl, PagedCase((13, 0, 8), 0, 4, 2, 16, 4, None, "float16", 31, spare_cols=2), device,
