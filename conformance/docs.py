@@ -30,14 +30,26 @@ def _is_constant(obj) -> bool:
 def _signature(obj) -> str:
     if _is_constant(obj):
         return f"= {obj!r}".replace("|", "\\|")
+    import torch
+    module_forward = inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
     target = obj.__init__ if inspect.isclass(obj) and not _is_data(obj) else obj
     try:
-        sig = str(inspect.signature(target))
+        sig = _sig(target)
+        if module_forward:  # an nn.Module is called through forward: show both
+            sig = f"{sig}; __call__{_sig(obj.forward)}"
     except (TypeError, ValueError):
         return ""
     if inspect.isclass(obj) and not _is_data(obj):
-        sig = re.sub(r"^\(self,?\s*", "(", sig)
+        sig = re.sub(r"(^|__call__)\(self,?\s*", r"\1(", sig)
     return sig.replace("|", "\\|")
+
+
+def _sig(fn) -> str:
+    """The signature with annotations as written (unquoted, despite postponed evaluation)."""
+    try:
+        return str(inspect.signature(fn, eval_str=True))
+    except Exception:
+        return str(inspect.signature(fn)).replace("'", "")
 
 
 def _is_data(obj) -> bool:

@@ -186,8 +186,8 @@ def decode_config(head_dim: int, device: torch.device) -> dict:
     if device.type != "cuda":
         return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    if head_dim <= 64:
-        return dict(BLOCK_N=64, num_warps=4, num_stages=3, programs=4 * sms, min_tiles=4)
+    if head_dim > 128:
+        return dict(BLOCK_N=32, num_warps=4, num_stages=3, programs=4 * sms, min_tiles=8)
     return dict(BLOCK_N=64, num_warps=4, num_stages=3, programs=4 * sms, min_tiles=4)
 
 
@@ -254,6 +254,8 @@ def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, win
         o_part, lse_part = out, lse  # unused
     block_d = max(16, triton.next_power_of_2(head_dim))
     block_m = max(16, triton.next_power_of_2(q_len * group))
+    if q4.is_cuda and block_m >= 64:  # many speculative rows: more warps for the larger tiles
+        cfg["num_warps"] = max(cfg["num_warps"], 8)
     left = NONE if window is None else min(int(window), NONE)
     with torch.cuda.device(q4.device) if q4.is_cuda else _nullcontext():
         _split_kernel[(n_splits, kv_heads, batch)](
