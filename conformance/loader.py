@@ -3,8 +3,15 @@
 A contract name ``attention.attention`` resolves, in order, as
     impl.attention.attention   (an attribute, or a submodule ``<impl>.attention`` of a package)
     impl.attention             (the bare function name at the top of the implementation)
-A name that resolves nowhere, or a callable that raises ``NotImplementedError`` (the student
-template's bodies), makes its concept "not implemented" -- never a failure.
+A name that resolves nowhere ("missing"), or a contract function that raises
+``NotImplementedError`` itself, in its own body (the student template's stubs: "stubbed"), makes
+its concept "not implemented" -- never a failure. A ``NotImplementedError`` raised deeper down (a
+helper the function calls) is an ordinary failure.
+
+A submission given as a path or as a module name other than the bundled ``reference`` and
+``optimized`` is never imported here: it is a :class:`conformance.isolation.Submission`, run in
+worker processes, and its names resolve to proxies. The bundled implementations and the planted
+bugs (``mutant:...``) run in-process, for speed.
 """
 from __future__ import annotations
 
@@ -25,16 +32,19 @@ BUNDLED = ("reference", "optimized")
 
 
 class NotImplementedInImpl(pytest.skip.Exception):
-    """Raised when contract names do not resolve or a stub raises ``NotImplementedError``.
+    """Raised when contract names do not resolve (``stubbed=False``: missing) or a stub raises
+    ``NotImplementedError`` itself (``stubbed=True``).
 
     It is pytest's skip outcome, so pytest reports the test as skipped with reason
     ``not implemented: <names>`` and Hypothesis re-raises it at once instead of shrinking.
     """
 
-    def __init__(self, impl: str, names: list[str]):
+    def __init__(self, impl: str, names: list[str], stubbed: bool = False):
         self.impl = impl
-        self.names = names
-        super().__init__(f"not implemented: {', '.join(names)}", allow_module_level=True)
+        self.names = list(names)
+        self.stubbed = stubbed
+        how = " (stubbed: raises NotImplementedError)" if stubbed else ""
+        super().__init__(f"not implemented: {', '.join(self.names)}{how}", allow_module_level=True)
 
 
 def _import_path(path: Path) -> ModuleType:
@@ -71,34 +81,31 @@ def _looks_like_path(spec: str) -> bool:
 
 
 class Implementation:
-    """An implementation under test: a name for reports and the module that holds it."""
+    """An implementation under test: a name for reports and the module that holds it, or (a
+    submission) the :class:`~conformance.isolation.Submission` whose workers hold it."""
 
-    def __init__(self, name: str, module: ModuleType, spec: str):
+    def __init__(self, name: str, module: ModuleType | None, spec: str, submission=None):
         self.name = name
         self.module = module
         self.spec = spec
+        self.submission = submission
         self._cache: dict[str, Any] = {}
+
+    @property
+    def isolated(self) -> bool:
+        return self.submission is not None
 
     def resolve(self, contract_name: str) -> Any | None:
         """The object behind ``contract_name``, or None if it does not resolve."""
         if contract_name in self._cache:
             return self._cache[contract_name]
-        mod_name, _, attr = contract_name.rpartition(".")
-        found = None
-        sub = getattr(self.module, mod_name, None) if mod_name else None
-        if sub is None and mod_name and hasattr(self.module, "__path__"):
-            try:
-                sub = importlib.import_module(f"{self.module.__name__}.{mod_name}")
-            except ModuleNotFoundError as exc:
-                if exc.name != f"{self.module.__name__}.{mod_name}":
-                    raise  # the submodule exists but its own import is broken: that is a failure
-                sub = None
-        if isinstance(sub, ModuleType):
-            found = getattr(sub, attr, None)
-        if found is None:
-            found = getattr(self.module, attr, None)
-        if found is not None:
-            found = _wrap_not_implemented(found, self.name, contract_name)
+        if self.submission is not None:
+            from conformance.registry import all_contract_names
+            concept = all_contract_names().get(contract_name) or contract_name.split(".", 1)[0]
+            self.submission.name = self.name
+            found = self.submission.resolve(contract_name, concept)
+        else:
+            found = resolve_in(self.module, contract_name, self.name)
         self._cache[contract_name] = found
         return found
 
@@ -124,6 +131,28 @@ class Implementation:
 
     def __repr__(self) -> str:  # shown in Hypothesis's falsifying examples
         return f"Implementation({self.spec!r})"
+
+
+def resolve_in(module: ModuleType, contract_name: str, impl: str) -> Any | None:
+    """Resolve ``contract_name`` in an imported implementation module (see the module docstring);
+    stubs are wrapped so that their own ``NotImplementedError`` becomes "not implemented"."""
+    mod_name, _, attr = contract_name.rpartition(".")
+    found = None
+    sub = getattr(module, mod_name, None) if mod_name else None
+    if sub is None and mod_name and hasattr(module, "__path__"):
+        try:
+            sub = importlib.import_module(f"{module.__name__}.{mod_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{module.__name__}.{mod_name}":
+                raise  # the submodule exists but its own import is broken: that is a failure
+            sub = None
+    if isinstance(sub, ModuleType):
+        found = getattr(sub, attr, None)
+    if found is None:
+        found = getattr(module, attr, None)
+    if found is not None:
+        found = _wrap_not_implemented(found, impl, contract_name)
+    return found
 
 
 def _wrap_not_implemented(obj: Any, impl: str, name: str) -> Any:
@@ -153,7 +182,7 @@ def _wrap_not_implemented(obj: Any, impl: str, name: str) -> Any:
             return obj(*args, **kwargs)
         except NotImplementedError as exc:
             if _raised_directly_by(exc, obj):
-                raise NotImplementedInImpl(impl, [name]) from exc
+                raise NotImplementedInImpl(impl, [name], stubbed=True) from exc
             raise
 
     wrapper.__wrapped_impl__ = obj
@@ -171,13 +200,32 @@ def _raised_directly_by(exc: BaseException, fn: Any) -> bool:
     return last is not None and code is not None and last.tb_frame.f_code is code
 
 
-def load_implementation(spec: str, name: str | None = None) -> Implementation:
+def _syntax_error(path: Path) -> str | None:
+    """The first syntax error of a submission's files, found by compiling (never executing) them."""
+    files = sorted(path.rglob("*.py"))[:500] if path.is_dir() else [path]
+    for f in files:
+        try:
+            compile(f.read_bytes(), str(f), "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return f"{type(exc).__name__}: {exc.msg} ({f.name}, line {exc.lineno})"
+        except (OSError, ValueError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def load_implementation(spec: str, name: str | None = None, *, options=None,
+                        in_process: bool = False) -> Implementation:
     """Load ``spec``: a dotted module name (``reference``, ``my_pkg.impl``) or a path to a ``.py``
-    file or a package folder. Raises ``ValueError`` with the spec in the message if it cannot."""
+    file or a package folder. Raises ``ValueError`` with the spec in the message if it cannot.
+
+    The bundled implementations and mutants are imported here; anything else is a submission run
+    in worker processes (``options``: :class:`conformance.isolation.Options`), unless
+    ``in_process`` (for a debugger: a crash of the submission then ends the run)."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"impl: expected a module name or a path, got {spec!r}")
     spec = spec.strip()
-    from conformance import mutants
+    from conformance import isolation, mutants
+    options = options or isolation.Options()
     if spec.startswith(mutants.PREFIX):
         cid, mname = mutants.parse_spec(spec)
         return Implementation(name=name or mutants.impl_id(cid, mname), module=mutants.load(cid, mname), spec=spec)
@@ -185,17 +233,27 @@ def load_implementation(spec: str, name: str | None = None) -> Implementation:
         path = Path(spec)
         if not path.exists():
             raise ValueError(f"--impl {spec}: no such file or folder")
-        module = _import_path(path)
-        default_name = path.stem if path.is_file() else path.name
-    else:
+        if path.is_dir() and not (path / "__init__.py").exists():
+            raise ValueError(f"--impl {spec}: a folder must be a package (no __init__.py)")
+        default_name = path.stem if path.is_file() else path.resolve().name
+        if in_process:
+            return Implementation(name=name or default_name, module=_import_path(path), spec=spec)
+        sub = isolation.Submission(name or default_name, spec, {"path": str(path.resolve())}, options,
+                                   import_error=_syntax_error(path.resolve()))
+        return Implementation(name=name or default_name, module=None, spec=spec, submission=sub)
+    root = spec.partition(".")[0]
+    if root in BUNDLED or in_process:
         try:
             module = importlib.import_module(spec)
         except ModuleNotFoundError as exc:
             if exc.name and spec.startswith(exc.name):
                 raise ValueError(f"--impl {spec}: no module named {exc.name!r} (a path must end in .py)") from exc
             raise
-        default_name = spec
-    return Implementation(name=name or default_name, module=module, spec=spec)
+        return Implementation(name=name or spec, module=module, spec=spec)
+    if importlib.util.find_spec(root) is None:
+        raise ValueError(f"--impl {spec}: no module named {root!r} (a path must end in .py)")
+    sub = isolation.Submission(name or spec, spec, {"module": spec}, options)
+    return Implementation(name=name or spec, module=None, spec=spec, submission=sub)
 
 
 def impl_specs_from_env() -> list[str]:

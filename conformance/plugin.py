@@ -6,6 +6,13 @@ A test's concept is the package it lives in (``spec_tests/attention/test_x.py`` 
 tests elsewhere may name one with ``@pytest.mark.concept("id")``. Tests in ``spec_tests/suite``
 (the suite's own tests), ``spec_tests/bundled`` (internals of the bundled implementations) and
 ``spec_tests/bench`` never run against a submission given with ``--impl``.
+
+A submission (a path, or a module other than the bundled ``reference``/``optimized``) runs in
+worker processes (conformance/isolation.py): its crash, exit, hang (``--timeout S``, per test,
+Hypothesis tests included) or out-of-memory (``--memory GB``) gives its (submission, concept) cell
+a verdict and skips the cell's remaining tests; every other cell and the report survive. Each
+test's outcome is carried as a record in ``report.user_properties`` so that the table is also
+built by the pytest-xdist controller.
 """
 from __future__ import annotations
 
@@ -17,16 +24,24 @@ from pathlib import Path
 
 import pytest
 
-from conformance import profiles, report
-from conformance.loader import BUNDLED, Implementation, impl_specs_from_env, load_implementation
-from conformance.registry import CONCEPTS, NOT_CONCEPTS, SPEC_DIR, all_contract_names, problems
+from conformance import isolation, profiles, report
+from conformance.badinput import Bad
+from conformance.loader import (BUNDLED, Implementation, NotImplementedInImpl, _looks_like_path,
+                                impl_specs_from_env, load_implementation)
+from conformance.registry import CONCEPTS, NOT_CONCEPTS, ROOT, SPEC_DIR, all_contract_names, problems
 
 IMPLS = pytest.StashKey[list]()
 REFERENCE = pytest.StashKey[Implementation]()
 RESULTS = pytest.StashKey[report.Results]()
 CONCEPT_FILTER = pytest.StashKey[set]()
 EXPLICIT_IMPLS = pytest.StashKey[bool]()
+TEST_TIMEOUT = pytest.StashKey[float]()
 SUITE = "suite"
+BACKSTOP_S = 60  # pytest-timeout's limit for a submission's test is the test's timeout + this
+
+
+class NotRun(pytest.skip.Exception):
+    """A test of a cell whose worker is gone (crashed, timed out, ...): skipped, counted apart."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,6 +56,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="write the per-concept report as JSON")
     g.addoption("--no-report", action="store_true", help="do not print the per-concept table")
     g.addoption("--run-slow", action="store_true", help="also run the cases marked slow")
+    g.addoption("--forbid-reference", action="store_true",
+                help="a submission may not import reference/ or optimized/ (only the data types "
+                     "the concepts declare as vocabulary); an attempt is its cell's verdict")
+    g.addoption("--memory", type=float, default=None, metavar="GB",
+                help="cap each submission worker's address space (RLIMIT_AS) at GB gigabytes; "
+                     "exceeding it is the verdict 'out of memory'")
+    g.addoption("--in-process", action="store_true",
+                help="run submissions in pytest's own process (for a debugger; a crash of the "
+                     "submission then ends the run)")
     g.addoption("--first-failure-per-concept", action="store_true",
                 help="once a concept has failed for an implementation, skip its remaining tests "
                      "for that implementation (the verdict is already 'failed'; used by the "
@@ -79,10 +103,12 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("inferspec: the concept registry is inconsistent:\n  " + "\n  ".join(bad))
     explicit = config.getoption("impl") or impl_specs_from_env()
     specs = explicit or list(BUNDLED)
+    options = isolation.Options(memory_gb=config.getoption("memory"),
+                                forbid_reference=config.getoption("forbid_reference"))
     impls, seen = [], set()
     for spec in specs:
         try:
-            impl = load_implementation(spec)
+            impl = load_implementation(spec, options=options, in_process=config.getoption("in_process"))
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from exc
         while impl.name in seen:  # two files with one stem: keep ids distinct
@@ -101,6 +127,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONCEPT_FILTER] = set(concepts)
     config.stash[RESULTS] = report.Results([i.name for i in impls])
     config.pluginmanager.register(_Session(config), "inferspec-session")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for impl in config.stash.get(IMPLS, []):
+        if impl.submission is not None:
+            impl.submission.close()
+    if isolation._POOL is not None:
+        isolation._POOL.shutdown()
+
+
+def _configured_timeout(config: pytest.Config) -> float | None:
+    """pytest-timeout's per-test limit (``--timeout S`` or the ini ``timeout``), if any."""
+    value = config.getoption("timeout", None)
+    if value is None:
+        try:
+            value = config.getini("timeout")
+        except ValueError:
+            value = None
+    try:
+        value = float(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        value = None
+    return value or None
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -152,11 +201,28 @@ def device() -> str:
     return "cuda" if _cuda_available() else "cpu"
 
 
-def impl_of(item: pytest.Item) -> str | None:
+def impl_obj(item: pytest.Item) -> Implementation | None:
     cs = getattr(item, "callspec", None)
     if cs is not None and "impl" in cs.params:
-        return cs.params["impl"].name
+        return cs.params["impl"]
     return None
+
+
+def impl_of(item: pytest.Item) -> str | None:
+    impl = impl_obj(item)
+    return impl.name if impl is not None else None
+
+
+def _is_bad_input(item: pytest.Item) -> bool:
+    cs = getattr(item, "callspec", None)
+    return cs is not None and isinstance(cs.params.get("bad"), Bad)
+
+
+def _skip_reason(rep) -> str:
+    lr = rep.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return str(lr[2]).removeprefix("Skipped: ")
+    return str(lr or "")
 
 
 @functools.lru_cache(maxsize=None)
@@ -227,36 +293,98 @@ class _Session:
         cuda = _cuda_available()
         from hypothesis import settings
         slow_ok = config.getoption("run_slow") or settings.get_current_profile_name() == "thorough"
+        default_timeout = _configured_timeout(config)
+        isolated = False
         for it in items:
+            marker = it.get_closest_marker("timeout")
+            timeout = float(marker.args[0]) if marker and marker.args else default_timeout
+            if timeout:
+                it.stash[TEST_TIMEOUT] = timeout
+            impl = impl_obj(it)
+            if impl is not None and impl.isolated:
+                isolated = True
+                if timeout:  # our deadline ends the call; pytest-timeout is the backstop
+                    it.add_marker(pytest.mark.timeout(timeout + BACKSTOP_S))
             if "gpu" in it.keywords and not cuda:
                 it.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (none here); runs natively on the H200"))
             if "slow" in it.keywords and not slow_ok:
                 it.add_marker(pytest.mark.skip(reason="slow: use --run-slow or --hypothesis-profile=thorough"))
+        if isolated:
+            isolation.pool().prestart()  # the zygote imports torch while the first tests run
+
+    def _reproduce(self, item: pytest.Item, impl: Implementation | None) -> str:
+        """A command that reruns this test from any folder: absolute paths, the repository as
+        rootdir, the options that change the outcome."""
+        test = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else ""
+        target = str(Path(str(item.path)).resolve()) + (f"::{test}" if test else "")
+        cmd = ["pytest", target, "--rootdir", str(ROOT)]
+        if not (ROOT / "conftest.py").exists():
+            cmd += ["-p", "conformance.plugin"]
+        if impl is not None:
+            spec = impl.spec
+            cmd += ["--impl", str(Path(spec).resolve()) if _looks_like_path(spec) else spec]
+            if impl.isolated:
+                if self.config.getoption("forbid_reference"):
+                    cmd.append("--forbid-reference")
+                if self.config.getoption("memory"):
+                    cmd += ["--memory", f"{self.config.getoption('memory'):g}"]
+                if self.config.getoption("timeout", None):
+                    cmd += ["--timeout", f"{self.config.getoption('timeout')}"]
+        return shlex.join(cmd)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call):
         rep = yield
-        rep.inferspec_concept = concept_of(item)
-        rep.inferspec_impl = impl_of(item)
-        if rep.failed and call.excinfo is not None:
-            spec = next((i.spec for i in self.config.stash[IMPLS] if i.name == rep.inferspec_impl), None)
-            cmd = ["pytest", item.nodeid] + (["--impl", spec] if spec else [])
-            rep.sections.append(("inferspec: reproduce", "paste to reproduce:\n    " + shlex.join(cmd)))
+        concept, impl = concept_of(item), impl_obj(item)
+        rep.inferspec_concept = concept
+        rep.inferspec_impl = impl.name if impl is not None else None
+        rec = {"concept": concept, "impl": rep.inferspec_impl, "nodeid": rep.nodeid, "when": rep.when,
+               "outcome": rep.outcome, "bad_input": _is_bad_input(item)}
+        exc = call.excinfo.value if call.excinfo is not None else None
+        if rep.skipped:
+            if isinstance(exc, NotImplementedInImpl):
+                rec["not_implemented"], rec["stubbed"] = list(exc.names), bool(exc.stubbed)
+            elif isinstance(exc, NotRun):
+                rec["not_run"] = True
+            else:
+                rec["skip_reason"] = _skip_reason(rep)
+        if rep.failed and exc is not None:
+            reproduce = self._reproduce(item, impl)
+            rep.sections.append(("inferspec: reproduce", "paste to reproduce:\n    " + reproduce))
+            rec["failure"] = report.failure_record(exc, rep.nodeid, reproduce, rep.longreprtext or "")
+            if isinstance(exc, isolation.SubmissionDied):
+                rec["verdict"], rec["verdict_kind"] = exc.verdict, exc.kind
+        if impl is not None and impl.isolated and rep.when == "call":
+            text, dropped = impl.submission.take_output(concept)
+            if rep.failed and (text or dropped):
+                more = f"\n... ({dropped} more characters not kept)" if dropped else ""
+                rec["output"] = (text + more)[-isolation.OUTPUT_LIMIT - 200:]
+                rep.sections.append(("inferspec: the submission printed", rec["output"]))
+        rep.user_properties.append((report.KEY, rec))
         return rep
 
     def pytest_runtest_logreport(self, report) -> None:
-        if hasattr(report, "inferspec_concept"):
-            self.config.stash[RESULTS].record(report)
+        self.config.stash[RESULTS].record(report)
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        concept, impl = concept_of(item), impl_obj(item)
         if self.config.getoption("first_failure_per_concept"):
-            cell = self.config.stash[RESULTS].cells.get((concept_of(item), impl_of(item)))
-            if cell is not None and cell.failed:
+            cell = self.config.stash[RESULTS].cells.get((concept, impl_of(item)))
+            if cell is not None and (cell.failed or cell.verdict):
                 pytest.skip("this concept already failed for this implementation")
+        if impl is not None and impl.isolated:
+            died = impl.submission.verdict(concept)
+            if died is not None:
+                raise NotRun(f"not run: {died.verdict} in {died.test.split('::')[-1]}")
+            isolation.CLOCK.begin(item.nodeid, item.stash.get(TEST_TIMEOUT, None))
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        isolation.CLOCK.end()
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
         results = config.stash.get(RESULTS, None)
-        if results is None:
+        if results is None or hasattr(config, "workerinput"):  # an xdist worker: the controller reports
             return
         path = config.getoption("report_json")
         if path:

@@ -1,8 +1,16 @@
-"""The per-concept verdict: concept x implementation -> passed / failed / not implemented.
+"""The per-concept verdict: concept x implementation -> passed / failed / not implemented / ...
 
 A concept *fails* for an implementation if any of its tests failed (the first failure is kept
-with its shrunk Hypothesis example); it *passes* if at least one test passed and none failed;
-it is *not implemented* if every test was skipped because contract names did not resolve.
+with its Hypothesis example); it *passes* if at least one test passed and none failed; it is
+*not implemented* if every test was skipped because contract names were missing or stubbed. A
+submission's worker that crashed, exited, ran out of memory, timed out, failed to import or
+tried a forbidden import gives the cell that verdict (``crashed (signal 11) in test_x``) and the
+cell's remaining tests are not run.
+
+Each test's outcome is carried as a plain record in ``report.user_properties`` (key
+``inferspec``), built where the test ran from the exception itself (Hypothesis's notes hold the
+failing example; exception groups are unwrapped), so the table is the same in-process and under
+pytest-xdist, where the controller builds it from the workers' reports.
 """
 from __future__ import annotations
 
@@ -14,6 +22,11 @@ from pathlib import Path
 from conformance.registry import CONCEPTS
 
 NOT_IMPLEMENTED = "not implemented: "
+KEY = "inferspec"
+# Verdicts of a submission's worker, in the order the table shows them.
+DEATHS = ("import failed", "forbidden", "crashed", "exited", "out of memory", "timed out")
+_EXAMPLE_NOTE = re.compile(r"^\s*(Falsifying|Failing)\b")
+_BLOB = re.compile(r"@reproduce_failure\([^)]*\)")
 
 
 @dataclass
@@ -22,6 +35,8 @@ class Failure:
     error: str
     example: str
     reproduce: str
+    failures: list = field(default_factory=list)   # [{"error": first line, "example": ...}] per distinct failure
+    output: str = ""                               # what the submission printed (capped)
 
 
 @dataclass
@@ -30,12 +45,20 @@ class Cell:
     passed: int = 0
     failed: int = 0
     skipped: int = 0
-    not_implemented: list[str] = field(default_factory=list)
+    not_implemented: list[str] = field(default_factory=list)   # missing or stubbed
+    stubbed: list[str] = field(default_factory=list)           # exist, but raise NotImplementedError
     skip_reasons: list[str] = field(default_factory=list)
     first_failure: Failure | None = None
+    passed_bad_input: int = 0     # passing tests that only check the rejection of bad input
+    not_run: int = 0              # tests not run because the cell's worker was gone
+    verdict: str | None = None    # "crashed (signal 11)", "timed out after 5 s", ...
+    verdict_kind: str | None = None
+    verdict_test: str = ""
 
     @property
     def status(self) -> str:
+        if self.verdict_kind:
+            return self.verdict_kind
         if self.failed:
             return "failed"
         if self.passed:
@@ -46,43 +69,92 @@ class Cell:
             return "not implemented"
         return "skipped"
 
+    @property
+    def only_bad_input(self) -> bool:
+        """Every passing test was a bad-input test (a stub that validates its arguments and then
+        raises NotImplementedError passes those and nothing else)."""
+        return self.passed > 0 and self.passed == self.passed_bad_input
 
-def _skip_reason(report) -> str:
-    lr = report.longrepr
-    if isinstance(lr, tuple) and len(lr) == 3:
-        return str(lr[2]).removeprefix("Skipped: ")
-    return str(lr or "")
+    @property
+    def missing(self) -> list[str]:
+        return [n for n in self.not_implemented if n not in self.stubbed]
 
 
-def _failure_of(report) -> Failure:
-    text = report.longreprtext or ""
-    # pytest prefixes the exception lines with "E   "; strip it to read Hypothesis's notes.
-    plain = [re.sub(r"^E\s{0,11}", "", l) if l.startswith("E ") or l == "E" else l for l in text.splitlines()]
-    crash = getattr(report.longrepr, "reprcrash", None)
-    if crash is not None:
-        error = crash.message
+# ------------------------------------------------------------------------------- records
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def _type_name(exc: BaseException) -> str:
+    t = type(exc)
+    module = getattr(t, "__module__", "") or ""
+    if module in ("builtins", "") or module.startswith("<"):
+        return t.__qualname__
+    return f"{module}.{t.__qualname__}"
+
+
+def _leaves(exc: BaseException, depth: int = 0) -> list[BaseException]:
+    subs = getattr(exc, "exceptions", None)
+    if isinstance(subs, (list, tuple)) and subs and depth < 5 and hasattr(exc, "split"):  # an exception group
+        out = []
+        for sub in subs:
+            out += _leaves(sub, depth + 1)
+        return out
+    return [exc]
+
+
+def _example_of(exc: BaseException) -> str:
+    notes = [str(n) for n in (getattr(exc, "__notes__", None) or [])]
+    for note in notes:
+        if _EXAMPLE_NOTE.match(note):
+            return note.strip()
+    return ""
+
+
+def _blob_of(exc: BaseException) -> str:
+    for note in getattr(exc, "__notes__", None) or []:
+        m = _BLOB.search(str(note))
+        if m:
+            return m.group(0)
+    return ""
+
+
+def failure_record(exc: BaseException, nodeid: str, reproduce: str, longrepr: str = "") -> dict:
+    """The failure of a test, read from the exception (never from rendered text): each distinct
+    failure of an exception group with its first line and its example (Hypothesis's note
+    "Falsifying example: ..." / "Failing test case: ...")."""
+    leaves = _leaves(exc)
+    failures, seen = [], set()
+    for leaf in leaves:
+        try:
+            message = str(leaf)
+        except Exception:  # noqa: BLE001
+            message = f"<unprintable {type(leaf).__name__}>"
+        line = f"{_type_name(leaf)}: {_first_line(message)}".rstrip(": ")
+        if line in seen:
+            continue
+        seen.add(line)
+        failures.append({"error": line, "example": _example_of(leaf)[:4000], "message": message})
+    if not failures:
+        failures = [{"error": _first_line(longrepr), "example": "", "message": longrepr}]
+    first = failures[0]
+    if len(failures) > 1:
+        error = f"{len(failures)} distinct failures:\n" + "\n".join(f"  {f['error']}" for f in failures)
     else:
-        e_lines = [p for l, p in zip(text.splitlines(), plain) if l.startswith("E ")]
-        error = e_lines[0] if e_lines else (text.strip().splitlines() or [""])[-1]
-    example = ""
-    for i, line in enumerate(plain):
-        if line.lstrip().startswith("Falsifying"):
-            chunk = [line]
-            if not line.rstrip().endswith(")"):
-                for nxt in plain[i + 1:i + 60]:
-                    chunk.append(nxt)
-                    if nxt.rstrip() == ")":
-                        break
-            example = "\n".join(chunk)
-            break
-    repro = next((c for name, c in report.sections if name == "inferspec: reproduce"), "")
-    repro = repro.replace("paste to reproduce:", "").strip()
-    blob = re.search(r"@reproduce_failure\([^)]*\)", text)
+        body = first["message"].strip().splitlines()
+        error = f"{_type_name(leaves[0])}: " + "\n".join(body[:6]) if body else first["error"]
+    example = first["example"] or _example_of(exc)
+    blob = _blob_of(leaves[0]) or _blob_of(exc)
     if blob:
-        repro += f"\n(or decorate the test with {blob.group(0)})"
-    return Failure(test=report.nodeid, error=error.strip()[:2000], example=example[:4000], reproduce=repro)
+        reproduce += f"\n(or decorate the test with {blob})"
+    return {"test": nodeid, "error": error.strip()[:3000], "example": example[:4000], "reproduce": reproduce,
+            "failures": [{"error": f["error"][:500], "example": f["example"]} for f in failures[:8]]}
 
 
+# ------------------------------------------------------------------------------- results
 class Results:
     def __init__(self, impls: list[str]):
         self.impls = list(impls)
@@ -90,30 +162,51 @@ class Results:
         self.suite_failed: list[str] = []
 
     def record(self, report) -> None:
-        concept, impl = report.inferspec_concept, report.inferspec_impl
+        """Record a test report carrying an ``inferspec`` record in its user_properties."""
+        rec = dict(getattr(report, "user_properties", ()) or ()).get(KEY)
+        if rec is not None:
+            self.add(rec)
+
+    def add(self, rec: dict) -> None:
+        concept, impl = rec["concept"], rec["impl"]
         if impl is None:  # the suite's own tests (meta, harness): not part of the concept table
-            if report.failed:
-                self.suite_failed.append(report.nodeid)
+            if rec["outcome"] == "failed":
+                self.suite_failed.append(rec["nodeid"])
             return
+        if impl not in self.impls:
+            self.impls.append(impl)
         cell = self.cells.get((concept, impl))
         if cell is None:
             c = CONCEPTS.get(concept)
             cell = self.cells[(concept, impl)] = Cell(required=c.contract if c else ())
-        if report.when == "call" and report.passed:
+        outcome = rec["outcome"]
+        if rec["when"] == "call" and outcome == "passed":
             cell.passed += 1
-        elif report.failed:
+            if rec.get("bad_input"):
+                cell.passed_bad_input += 1
+        elif outcome == "failed":
             cell.failed += 1
-            if cell.first_failure is None:
-                cell.first_failure = _failure_of(report)
-        elif report.skipped:
-            reason = _skip_reason(report)
-            at = reason.find(NOT_IMPLEMENTED)
-            if at >= 0:
-                for name in reason[at + len(NOT_IMPLEMENTED):].split(", "):
+            if rec.get("verdict") and cell.verdict is None:
+                cell.verdict, cell.verdict_kind = rec["verdict"], rec["verdict_kind"]
+                cell.verdict_test = rec["nodeid"]
+            if cell.first_failure is None and rec.get("failure"):
+                f = rec["failure"]
+                cell.first_failure = Failure(test=f["test"], error=f["error"], example=f["example"],
+                                             reproduce=f["reproduce"], failures=f.get("failures", []),
+                                             output=rec.get("output", ""))
+        elif outcome == "skipped":
+            names = rec.get("not_implemented") or []
+            if names:
+                for name in names:
                     if name not in cell.not_implemented:
                         cell.not_implemented.append(name)
+                    if rec.get("stubbed") and name not in cell.stubbed:
+                        cell.stubbed.append(name)
+            elif rec.get("not_run"):
+                cell.not_run += 1
             else:
                 cell.skipped += 1
+                reason = rec.get("skip_reason") or ""
                 if reason not in cell.skip_reasons:
                     cell.skip_reasons.append(reason)
 
@@ -130,8 +223,8 @@ class Results:
         return cell.status if cell else "-"
 
     def ok(self) -> bool:
-        """True when no implemented concept failed for any implementation."""
-        return not any(c.failed for c in self.cells.values()) and not self.suite_failed
+        """True when no implemented concept failed (or died) for any implementation."""
+        return not any(c.failed or c.verdict for c in self.cells.values()) and not self.suite_failed
 
     def to_dict(self) -> dict:
         out: dict = {"implementations": self.impls, "concepts": {}, "suite_failures": self.suite_failed}
@@ -143,6 +236,8 @@ class Results:
                     continue
                 d = asdict(cell)
                 d["status"] = cell.status
+                d["text"] = cell_text(cell, concept, impl)
+                d["only_bad_input"] = cell.only_bad_input
                 row[impl] = d
             out["concepts"][concept] = row
         out["ok"] = self.ok()
@@ -152,34 +247,49 @@ class Results:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
 
-_STYLE = {"passed": "green", "partial": "cyan", "failed": "bold red", "not implemented": "yellow", "skipped": "dim", "-": "dim"}
+STYLE = {"passed": "green", "partial": "cyan", "failed": "bold red", "not implemented": "yellow",
+         "skipped": "dim", "-": "dim", **{d: "bold red" for d in DEATHS}}
 
 
-def _cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
+def _names(names: list[str]) -> str:
+    return ", ".join(names)
+
+
+def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     if cell is None:
         return "-"
     c = CONCEPTS.get(concept)
-    if cell.status == "not implemented" and impl == "optimized" and c is not None and not c.has_optimized:
+    status = cell.status
+    if status == "not implemented" and impl == "optimized" and c is not None and not c.has_optimized:
         return "n/a (reference only)"
-    if cell.status in ("passed", "partial"):
-        extra = f", missing {', '.join(cell.not_implemented)}" if cell.not_implemented else ""
+    if cell.verdict:
+        test = cell.verdict_test.split("::")[-1]
+        return f"{cell.verdict} in {test}"
+    if status in ("passed", "partial"):
+        extra = ""
+        if cell.missing:
+            extra += f", missing {_names(cell.missing)}"
+        if cell.stubbed:
+            extra += f", stubbed {_names(cell.stubbed)}"
         skipped = f", {cell.skipped} skipped" if cell.skipped else ""
-        return f"{cell.status} ({cell.passed}{skipped}{extra})"
-    if cell.status == "failed":
+        only = ", only bad-input tests passed" if cell.only_bad_input else ""
+        return f"{status} ({cell.passed}{skipped}{only}{extra})"
+    if status == "failed":
         return f"FAILED {cell.first_failure.test.split('::')[-1] if cell.first_failure else ''}"
-    if cell.status == "not implemented":
-        return "not implemented"
+    if status == "not implemented":
+        return "not implemented (stubbed)" if cell.stubbed and not cell.missing else "not implemented"
     return f"skipped ({cell.skip_reasons[0][:40]})" if cell.skip_reasons else "skipped"
 
 
-def print_table(results: Results, terminalreporter=None) -> None:
+def print_table(results: Results, terminalreporter=None, file=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=max(100, getattr(getattr(terminalreporter, "_tw", None), "fullwidth", 120)),
-                      highlight=False)
+    width = getattr(getattr(terminalreporter, "_tw", None), "fullwidth", None)
+    console = Console(width=max(100, width or 120), highlight=False, file=file,
+                      force_terminal=None if file is None else False)
     table = Table(title="inferspec: per-concept verdict", title_justify="left")
-    table.add_column("concept")
+    table.add_column("concept", no_wrap=True)
     table.add_column("lessons", style="dim")
     for impl in results.impls:
         table.add_column(impl)
@@ -189,7 +299,8 @@ def print_table(results: Results, terminalreporter=None) -> None:
         for impl in results.impls:
             cell = results.cells.get((concept, impl))
             status = cell.status if cell else "-"
-            cells.append(f"[{_STYLE[status]}]{_cell_text(cell, concept, impl)}[/]")
+            text = cell_text(cell, concept, impl).replace("[", "\\[")
+            cells.append(f"[{STYLE.get(status, 'bold red')}]{text}[/]")
         table.add_row(concept, ", ".join(c.lessons) if c else "", *cells)
     console.print()
     console.print(table)
@@ -198,10 +309,15 @@ def print_table(results: Results, terminalreporter=None) -> None:
             continue
         f = cell.first_failure
         console.print(f"[bold red]{concept} / {impl}[/]: first failure [bold]{f.test}[/]")
-        console.print("  " + "\n  ".join(f.error.splitlines()[:4]), markup=False)
-        if f.example:
-            console.print("  " + f.example.replace("\n", "\n  "), markup=False)
+        # Everything below is printed as is: never wrapped, never parsed as markup.
+        console.print("  " + "\n  ".join(f.error.splitlines()[:8]), markup=False, soft_wrap=True)
+        examples = [x for x in f.failures if x.get("example")] or ([{"example": f.example}] if f.example else [])
+        for x in examples[:4]:
+            console.print("  " + x["example"].replace("\n", "\n  "), markup=False, soft_wrap=True)
+        if f.output:
+            console.print("  the submission printed:\n    " + f.output.rstrip().replace("\n", "\n    "),
+                          markup=False, soft_wrap=True)
         if f.reproduce:
-            console.print("  reproduce: " + f.reproduce.replace("\n", "\n  "), markup=False)
+            console.print("  reproduce: " + f.reproduce.replace("\n", "\n  "), markup=False, soft_wrap=True)
     for nodeid in results.suite_failed:
-        console.print(f"[bold red]suite test failed[/]: {nodeid}")
+        console.print(f"[bold red]suite test failed[/]: {nodeid}", soft_wrap=True)

@@ -5,6 +5,9 @@ be at most ``factor`` times the error of the *reference run in the same low prec
 rounding floor of the dtype (FlashAttention's test rule: factor 2 for outputs, 3 for gradients).
 A fixed ``atol=1e-2`` is never used: it is too loose for fp32 and too tight for long bf16 sums.
 
+Before any number is compared, the output's kind is checked (:func:`check_kind`): a torch.Tensor
+(not a numpy array), on the expected device (not ``meta``), of the expected dtype and shape.
+
 The rounding floor follows FlashAttention's tests: two ulps of the dtype at the magnitude of the
 values (plus 0.3, so that values near 0 still get a floor).
 """
@@ -54,6 +57,31 @@ class ToleranceError(AssertionError):
     pass
 
 
+def _kind(value: Any) -> str:
+    t = type(value)
+    module = t.__module__.split(".")[0]
+    return t.__qualname__ if module == "builtins" else f"{module}.{t.__qualname__}"
+
+
+def check_kind(actual: Any, expected: torch.Tensor, name: str = "output", ctx: str = "") -> None:
+    """Before any numerical comparison: ``actual`` is a torch.Tensor on ``expected``'s device with
+    its dtype and shape; each mismatch is named ("wrong device: got meta, expected cpu"), so that a
+    numpy array, a meta tensor or a float64 result never fails deep inside a comparison."""
+    tail = f"\n{ctx}" if ctx else ""
+    if not isinstance(actual, torch.Tensor):
+        hint = " (numpy instead of a tensor)" if type(actual).__module__.split(".")[0] == "numpy" else ""
+        raise ToleranceError(f"{name}: wrong type: got {_kind(actual)}{hint}, expected torch.Tensor{tail}")
+    if actual.device != expected.device:
+        got = actual.device.type if actual.device.index is None else str(actual.device)
+        want = expected.device.type if expected.device.index is None else str(expected.device)
+        raise ToleranceError(f"{name}: wrong device: got {got}, expected {want}{tail}")
+    if actual.dtype != expected.dtype:
+        raise ToleranceError(f"{name}: wrong dtype: got {str(actual.dtype).removeprefix('torch.')}, "
+                             f"expected {str(expected.dtype).removeprefix('torch.')}{tail}")
+    if actual.shape != expected.shape:
+        raise ToleranceError(f"{name}: wrong shape: got {tuple(actual.shape)}, expected {tuple(expected.shape)}{tail}")
+
+
 def assert_close_to_oracle(
     actual: torch.Tensor,
     reference: torch.Tensor,
@@ -81,12 +109,9 @@ def assert_close_to_oracle(
     """
     inputs = inputs or {}
     ctx = "\n".join(f"    {k}: {describe(v)}" for k, v in inputs.items())
-    if not isinstance(actual, torch.Tensor):
-        raise ToleranceError(f"{name}: expected a tensor, got {type(actual).__name__}")
+    check_kind(actual, reference, name, ctx)
     if actual.shape != oracle.shape:
-        raise ToleranceError(f"{name}: shape {tuple(actual.shape)} != expected {tuple(oracle.shape)}\n{ctx}")
-    if actual.dtype != reference.dtype:
-        raise ToleranceError(f"{name}: dtype {actual.dtype} != expected {reference.dtype}\n{ctx}")
+        raise ToleranceError(f"{name}: wrong shape: got {tuple(actual.shape)}, expected {tuple(oracle.shape)}\n{ctx}")
     a64 = actual.detach().to("cpu", torch.float64)
     o64 = oracle.detach().to("cpu", torch.float64)
     r64 = reference.detach().to("cpu", torch.float64)
@@ -135,8 +160,8 @@ def assert_metamorphic(
     inequality ``|a - b| <= 4 x err_ref + floor``. The float64 ``oracle`` only sets that scale.
     """
     ctx = "\n".join(f"    {k}: {describe(v)}" for k, v in (inputs or {}).items())
-    if a.shape != b.shape:
-        raise ToleranceError(f"{name}: shapes differ {tuple(a.shape)} vs {tuple(b.shape)}\n{ctx}")
+    check_kind(a, reference, f"{name} (first side)", ctx)
+    check_kind(b, reference, f"{name} (second side)", ctx)
     a64, b64 = a.detach().to("cpu", torch.float64), b.detach().to("cpu", torch.float64)
     o64 = oracle.detach().to("cpu", torch.float64)
     if not torch.equal(torch.isfinite(a64), torch.isfinite(b64)):

@@ -23,8 +23,9 @@ a handful of queries, so the kernel is organised around reading the cache once a
   each. Every program writes its normalised partial output and its log-sum-exp; a second kernel
   merges them exactly:  ``out = sum_s w_s o_s / sum_s w_s``, ``w_s = 2^(lse_s - max lse)``,
   ``lse = max + log2(sum_s w_s)``. The split count comes from the shapes (``plan``): enough
-  programs for a few waves of the GPU, but never less than a few tiles per program; with one
-  split the first kernel writes the output directly and the merge is skipped.
+  programs for about four per SM, never fewer than a few tiles per program, and no split at all
+  for a batch that fills the GPU by itself; with one split the first kernel writes the output
+  directly and the merge is skipped.
 * Only positions some query can see are loaded (all loads masked): slots past ``seq_len`` in the
   partial last block, blocks left of the window and unused table entries are never touched.
 
@@ -180,30 +181,31 @@ if triton is not None:
 def decode_config(head_dim: int, device: torch.device) -> dict:
     """Tile and split parameters. Under the interpreter the tiles are small and splits are cut
     after a single tile, so the short test contexts cross many tiles and many splits (the merge,
-    the partial last tile and empty splits all run). On the GPU: BLOCK_N keys per tile and
-    ``waves`` x SMs programs wanted, from the H200 sweep of spec_tests/bench/paged_attention_h200.py
-    (docs/paged_attention.md)."""
+    the partial last tile and empty splits all run). On the GPU: BLOCK_N keys per tile, warps and
+    pipeline stages from the H200 sweep of spec_tests/bench/paged_attention_h200.py (64, 4, 2 were
+    best at every measured shape; docs/paged_attention.md), about 4 x SMs programs in all."""
     if device.type != "cuda":
         return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    if head_dim > 128:
-        return dict(BLOCK_N=32, num_warps=4, num_stages=3, programs=4 * sms, min_tiles=8)
-    return dict(BLOCK_N=64, num_warps=4, num_stages=3, programs=4 * sms, min_tiles=4)
+    if head_dim > 128:  # not swept: half the keys per tile keeps the K/V stages' shared memory
+        return dict(BLOCK_N=32, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=8)
+    return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)
 
 
 def plan(lens: list[int], q_len: int, window: int | None, units: int, block_n: int, programs: int,
          min_tiles: int, splits: int | None = None) -> tuple[int, int]:
     """(n_splits, split_len): cut the longest visible stretch into splits of split_len positions
-    (a multiple of block_n), so that about ``programs`` programs run in all (``units`` =
-    batch x kv_heads of them per split), each with at least ``min_tiles`` tiles. ``splits``
-    forces a count (benchmarks)."""
+    (a multiple of block_n), so that at most about ``programs`` programs run in all (``units`` =
+    batch x kv_heads of them per split; a batch that fills the GPU alone is not split: on the
+    H200 one split was fastest at 512 units, 2 splits 2 % slower), each with at least
+    ``min_tiles`` tiles. ``splits`` forces a count (benchmarks)."""
     if window is None:
         span = max(lens, default=0)
     else:
         span = max((n - first_visible(n, q_len, window) // block_n * block_n for n in lens), default=0)
     tiles = max(1, -(-span // block_n))
     if splits is None:
-        splits = max(1, min(-(-programs // max(units, 1)), tiles // max(min_tiles, 1), MAX_SPLITS))
+        splits = max(1, min(programs // max(units, 1), tiles // max(min_tiles, 1), MAX_SPLITS))
     splits = max(1, min(splits, tiles, MAX_SPLITS))
     per_split = -(-tiles // splits)
     return -(-tiles // per_split), per_split * block_n

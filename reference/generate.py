@@ -88,17 +88,25 @@ def generate(model, prompt_tokens: torch.Tensor, max_new_tokens: int, *,
         model: see the module doc (a :class:`reference.model.Transformer`).
         prompt_tokens: int (batch, prompt_len), prompt_len >= 1; not modified.
         max_new_tokens: >= 0; prompt_len + max_new_tokens must fit in ``model.config.max_seq_len``.
-        sample_fn: ``(logits (batch, vocab), generator) -> (batch,)`` token ids; default greedy.
-        generator: passed to ``sample_fn`` at every step.
+        sample_fn: ``(logits (batch, vocab), generator) -> (batch,)`` token ids; default (None)
+            :func:`greedy`: argmax, exact ties to the lowest id.
+        generator: passed to ``sample_fn`` at every step, as is; default None (``sample_fn``
+            then receives None: no generator is made up).
         prefill_chunk_size: prefill the prompt in chunks of this many tokens (chunked prefill;
-            the last chunk may be shorter); None prefills it in one forward.
+            the last chunk may be shorter, and a chunk longer than the prompt is one prefill);
+            default None: the prompt in one forward. An int >= 1.
 
     Returns:
         ``(tokens, logits)``: the generated tokens, int64 (batch, max_new_tokens) (the prompt is
         not included), and ``logits`` (batch, max_new_tokens, vocab) in the model's dtype, where
         ``logits[:, t]`` is the distribution token ``t`` was sampled from.
 
-    Raises ValueError/TypeError naming the argument for malformed input.
+    Raises ValueError/TypeError naming the argument for malformed input: ``prompt_tokens`` not a
+    2-d integer tensor, with no row or no column, or ids outside ``[0, vocab_size)``;
+    ``max_new_tokens`` not an int >= 0, or prompt_len + max_new_tokens > ``max_seq_len`` (equal
+    is legal: the last generated token is returned, never fed); ``sample_fn`` not callable, or
+    returning anything but integer ids of shape (batch,) in the vocabulary; ``prefill_chunk_size``
+    not None or an int >= 1.
     """
     batch, prompt_len = check_generate_inputs(model, prompt_tokens, max_new_tokens, sample_fn, prefill_chunk_size)
     if max_new_tokens == 0:

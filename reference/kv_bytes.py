@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from reference._checks import check_int
+from reference._checks import check_int, check_tensor
 
 __all__ = ["kv_cache_bytes"]  # the contract: what an implementation must provide
 __optional__ = ["KVCache"]  # checked when an implementation provides them
@@ -42,7 +42,14 @@ def kv_bytes_per_token(*, layers: int, kv_heads: int, head_dim: int, dtype: torc
 
 def kv_cache_bytes(*, layers: int, kv_heads: int, head_dim: int, seq_len: int, batch: int = 1,
                    dtype: torch.dtype = torch.float16) -> int:
-    """Bytes of the KV cache for ``batch`` sequences of ``seq_len`` tokens (module doc formula)."""
+    """Bytes of the KV cache for ``batch`` sequences of ``seq_len`` tokens (module doc formula).
+
+    Defaults: ``batch=1`` (one sequence) and ``dtype=torch.float16`` (a half-precision cache).
+    ``seq_len == 0`` or ``batch == 0`` is legal and gives 0 (an empty cache). The result is an
+    exact Python ``int`` at every size up to the largest a tensor can have (2**63 - 1 bytes): no
+    float arithmetic (a 53-bit mantissa is not exact past 2**53). Bad input: a size that is not an int (bools included) -> ``TypeError``; ``layers``,
+    ``kv_heads``, ``head_dim`` < 1 or ``seq_len``, ``batch`` < 0 -> ``ValueError``; a ``dtype``
+    that is not a ``torch.dtype`` -> ``TypeError``; each message names the argument."""
     _positive_int("seq_len", seq_len, allow_zero=True)
     _positive_int("batch", batch, allow_zero=True)
     return kv_bytes_per_token(layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype) * seq_len * batch
@@ -60,7 +67,16 @@ class KVCache:
     (batch, kv_heads, max_seq_len, head_dim) and hold the first ``lengths[layer]`` positions.
 
     ``append(layer, k, v)`` writes new positions and returns views of all cached positions of
-    that layer. Appending past ``max_seq_len`` raises ValueError and leaves the cache unchanged.
+    that layer; ``k``/``v`` are (batch, kv_heads, n, head_dim) with ``n >= 0`` (an empty append
+    is legal), and filling the cache exactly to ``max_seq_len`` is legal.
+
+    Defaults: ``dtype=torch.float32`` (the reference model's cache) and ``device="cpu"``.
+    Bad input (the cache is then unchanged): every size must be an int >= 1 (``TypeError`` /
+    ``ValueError`` naming it) and ``dtype`` a ``torch.dtype`` (``TypeError``); in ``append``, a
+    non-int ``layer`` -> ``TypeError`` and one outside [0, layers) -> ``ValueError`` naming
+    ``layer``; a ``k``/``v`` that is not a tensor -> ``TypeError``, of the wrong rank or shape
+    -> ``ValueError`` naming it (both when their shapes differ); appending past
+    ``max_seq_len`` -> ``ValueError`` naming ``max_seq_len``.
     """
 
     def __init__(self, *, layers: int, batch: int, kv_heads: int, head_dim: int, max_seq_len: int,
@@ -88,12 +104,13 @@ class KVCache:
         return self.k.untyped_storage().nbytes() + self.v.untyped_storage().nbytes()
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        if not isinstance(layer, int) or not 0 <= layer < len(self.lengths):
+        check_int("layer", layer)
+        if not 0 <= layer < len(self.lengths):
             raise ValueError(f"layer must be in [0, {len(self.lengths)}), got {layer!r}")
         expect = (self.k.shape[1], self.k.shape[2], None, self.k.shape[4])
         for name, t in (("k", k), ("v", v)):
-            if not isinstance(t, torch.Tensor) or t.dim() != 4 or any(
-                    e is not None and s != e for s, e in zip(t.shape, expect)):
+            check_tensor(name, t)
+            if t.dim() != 4 or any(e is not None and s != e for s, e in zip(t.shape, expect)):
                 raise ValueError(f"{name} must be (batch={expect[0]}, kv_heads={expect[1]}, n, "
                                  f"head_dim={expect[3]}), got {getattr(t, 'shape', t)}")
         if k.shape != v.shape:

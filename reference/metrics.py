@@ -18,16 +18,22 @@ Over a run (:func:`summarize`):
     goodput            = requests that met BOTH SLOs / duration, where a request meets the TTFT SLO
                          if TTFT <= ttft_slo and the TPOT SLO if TPOT <= tpot_slo; a one-token
                          request has no TPOT and meets any TPOT SLO (as in vLLM's benchmark,
-                         which counts its TPOT as 0). An SLO of None imposes no limit.
+                         which counts its TPOT as 0). An SLO of None (the default) imposes no
+                         limit; an SLO of 0 is legal and strict: only a TTFT (TPOT) of exactly 0
+                         meets it (tokens at the arrival instant, or all in one step).
     distributions      TTFT and E2E over requests; TPOT over requests with >= 2 tokens (None if
                        there are none); ITL pooled over all gaps of all requests (None if none).
+                       Each holds the percentiles ``percentiles`` (default DEFAULT_PERCENTILES =
+                       (50, 90, 95, 99)), keyed by float(q); ``percentiles=()`` is legal and gives
+                       empty percentile dicts (it is not replaced by the default).
                        Note mean TPOT (per request) != mean ITL (per token) when lengths differ.
 Percentiles (:func:`percentile`): linear interpolation between the closest ranks, numpy's default
 ``method="linear"`` (Hyndman-Fan type 7): sort the n values v, h = (n - 1) * q / 100, and return
 v[floor(h)] + (h - floor(h)) * (v[floor(h) + 1] - v[floor(h)]). Chosen because it is what
 numpy-based benchmark scripts (vLLM's benchmark_serving among them) report, so numbers compare;
-it is continuous and monotone in q, p0 = min, p100 = max. (Nearest-rank, the other common
-definition, always returns an observed value but jumps between them.)
+it is continuous and monotone in q, p0 = min, p100 = max, and a single value is every percentile.
+(Nearest-rank, the other common definition, always returns an observed value but jumps between
+them.)
 
 Bad input raises ValueError (an illegal value) or TypeError (the wrong kind of value: not a number,
 not a sequence) whose message names the argument: an empty request list or one that is not a

@@ -9,10 +9,13 @@ RMSNorm   n(x) = weight * x / sqrt(mean(x^2) + eps), computed in float32 (float6
           activations) and cast back before the weight multiplies it (HF's LlamaRMSNorm).
 RoPE      half-split pairing (HF's ``rotate_half``): feature i is rotated with feature
           i + head_dim/2 by the angle pos * theta^(-2i/head_dim), i < head_dim/2. Positions start
-          at the KV cache's current length. The cos/sin table is computed in float32 for every
-          activation dtype but float64 (the convention of HF, Meta and vLLM; float64 models
-          compute it in float64 so that their run is the oracle of the exact formula), then cast
-          to the activation dtype.
+          at the KV cache's current length. The cos/sin table -- the positions, the frequencies,
+          their product and its cos/sin -- is computed in float32 for every activation dtype but
+          float64 (the convention of HF, Meta and vLLM; float64 models compute it in float64 so
+          that their run is the oracle of the exact formula), then cast to the activation dtype.
+          Rounding any of them to a 16-bit dtype first is wrong in a way that grows with the
+          position: bfloat16 holds integers exactly only up to 256 and float16 up to 2048, and an
+          angle of a few thousand radians in bfloat16 is off by up to 16.
 GQA       ``n_heads`` query heads share ``n_kv_heads`` K/V heads (query head h reads KV head
           h // (n_heads / n_kv_heads)). K/V go to the attention callable *un-repeated*.
 SwiGLU    down_proj(silu(gate_proj(x)) * up_proj(x)).
@@ -53,9 +56,13 @@ __optional__ = []  # checked when an implementation provides them
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Shape of the model. ``head_dim`` defaults to ``dim // n_heads``; ``hidden_dim`` (the SwiGLU
-    width) to 8/3 x dim rounded up to a multiple of 16 (Llama's rule). Invalid values raise
-    ValueError/TypeError naming the field."""
+    """Shape of the model. Every field has a default (the values below); ``head_dim`` defaults to
+    ``dim // n_heads``; ``hidden_dim`` (the SwiGLU width) to 8/3 x dim rounded up to a multiple of
+    16 (Llama's rule: ``16 * ceil(8 * dim / 48)``, 176 for dim 64). Invalid values raise
+    ValueError/TypeError naming the field: sizes must be ints >= 1 (``head_dim`` even,
+    ``n_kv_heads`` dividing ``n_heads``, ``dim`` a multiple of ``n_heads`` unless ``head_dim`` is
+    given), ``rope_theta`` a finite real > 1, ``norm_eps`` a finite real >= 0 (0 is legal),
+    ``dtype`` one of float16/bfloat16/float32/float64."""
 
     vocab_size: int = 128
     dim: int = 64
@@ -228,9 +235,12 @@ class Transformer(nn.Module):
     tensor, empty, ids out of range, positions past ``max_seq_len``) or ``cache`` (wrong shape or
     dtype, or too full for ``tokens``), leaving the cache unchanged.
 
+    ``seed`` (default 0): the weights' seed (module doc); an int, else TypeError.
     ``attention``: any callable ``(q, k, v, *, causal, window, scale) -> out`` with the layout of
-    :func:`reference.attention.attention` (default). It is kept out of the module tree, so
-    ``state_dict()`` holds exactly HF's parameter names.
+    :func:`reference.attention.attention`; None (the default) means that function (an
+    implementation may compute it its own way: it must give its logits). It is kept out of the
+    module tree, so ``state_dict()`` holds exactly HF's parameter names. A ``config`` that is not
+    a ModelConfig or a non-callable ``attention`` raises TypeError naming it.
     """
 
     def __init__(self, config: ModelConfig, *, seed: int = 0, attention: Callable | None = None):
@@ -269,10 +279,12 @@ class Transformer(nn.Module):
         return self.model.embed_tokens.weight.device
 
     def new_cache(self, batch: int, max_seq_len: int | None = None) -> KVCache:
-        """An empty KV cache for ``batch`` sequences of up to ``max_seq_len`` (default the
-        config's) tokens, in the model's dtype and device."""
+        """An empty KV cache for ``batch`` sequences of up to ``max_seq_len`` (default: this
+        model's ``config.max_seq_len``) tokens, in the model's dtype and device. ``batch`` and
+        ``max_seq_len`` must be ints >= 1 (TypeError/ValueError naming them)."""
         c = self.config
-        max_seq_len = c.max_seq_len if max_seq_len is None else max_seq_len
+        check_int("batch", batch, minimum=1)
+        max_seq_len = c.max_seq_len if max_seq_len is None else check_int("max_seq_len", max_seq_len, minimum=1)
         return KVCache(layers=c.n_layers, batch=batch, kv_heads=c.n_kv_heads, head_dim=c.head_dim,
                        max_seq_len=max_seq_len, dtype=self.dtype, device=self.device)
 

@@ -9,7 +9,9 @@ it is known not to begin a stop string cannot take it back. This module pins one
 Contract
 --------
 ``StopParams(max_tokens=None, min_tokens=0, eos_token_id=None, ignore_eos=False,
-stop_token_ids=(), stop=(), include_stop_str_in_output=False)`` and
+stop_token_ids=(), stop=(), include_stop_str_in_output=False)`` -- each default is what an
+omitted argument means: no length limit, no minimum, no EOS token, no stop token ids, no stop
+strings, stop strings excluded from the output -- and
 ``StopChecker(params, vocab)``, where ``vocab`` maps token id -> ``bytes`` (a mapping, or a
 sequence indexed by id). ``checker.append(token_id) -> Step(emitted, finished, reason)``; the
 checker exposes ``text``, ``num_tokens``, ``finished``, ``finish_reason`` ("stop", "length" or
@@ -28,7 +30,8 @@ None) and ``stop_reason`` (the matched stop string, the stop token id, or None).
    ``eos_token_id`` (unless ``ignore_eos``) or in ``stop_token_ids``. A stopping token adds no
    text: its bytes are not decoded (so no stop string can end on it) and its text is never in
    the output. reason "stop"; ``stop_reason`` is the token id for ``stop_token_ids`` and None for
-   EOS (EOS is checked first). A token in ``eos_token_id``/``stop_token_ids`` that does not stop
+   EOS (EOS is checked first: a token that is both reports None; with ``ignore_eos`` it still
+   stops as a stop token id). A token in ``eos_token_id``/``stop_token_ids`` that does not stop
    (``ignore_eos``, or ``n <= min_tokens``) is an ordinary token: its bytes are text.
 3. Stop strings. After an ordinary token ``n > min_tokens``, an occurrence of a stop string in
    ``text`` that *ends inside the characters this token added* stops generation. It may begin
@@ -38,7 +41,9 @@ None) and ``stop_reason`` (the matched stop string, the stop token id, or None).
    (default) or at its end (``include_stop_str_in_output``); text after the match, even in the
    same token, is dropped. reason "stop", ``stop_reason`` the string.
 4. Length. If token ``n`` did not stop by 2. or 3. and ``n == max_tokens``: reason "length",
-   and the token's text is kept. A stop on the same token wins over length.
+   and the token's text is kept. A stop on the same token wins over length. ``max_tokens=1``
+   ends on the first token; ``min_tokens == max_tokens`` is legal (nothing stops before the
+   limit, so it ends by length).
 5. Streaming. Before finishing, ``Step.emitted`` is the new text that is safe to show. With stop
    strings excluded (the default), the longest suffix of ``text`` that is a proper prefix of some
    stop string is held back, whatever ``min_tokens`` is; with ``include_stop_str_in_output``

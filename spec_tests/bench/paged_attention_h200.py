@@ -17,9 +17,11 @@ One run, one process (plus the spec tests in a child process with ``--pytest``):
         sdpa_flash      the same with the FLASH_ATTENTION backend (FA2 inside PyTorch)
      Bandwidth = KV bytes (2 x B x N x 8 x 128 x 2 B) / time. Times: triton.testing.do_bench
      medians (L2 flushed before every run).
-  4. ``--sweep``: BLOCK_N x num_warps x num_stages x split count, per shape (graph replay).
+        checks alone    ``check_paged_attention_inputs`` alone (eager)
+  4. ``--sweep``: BLOCK_N x num_warps x num_stages x split count, per shape (graph replay);
+     ``--splits``: split counts only, with the default tiles.
 
-    PYTHONPATH=. python3 spec_tests/bench/paged_attention_h200.py --pytest --sweep \
+    PYTHONPATH=. python3 spec_tests/bench/paged_attention_h200.py --pytest --splits \
         --out $OUT/paged_attention_h200.json --log $OUT/paged_attention_h200.log
 """
 from __future__ import annotations
@@ -46,6 +48,7 @@ SHAPES = ((64, 4096), (1, 32768), (256, 512))
 Q_HEADS, KV_HEADS, HEAD_DIM, BLOCK = 32, 8, 128, 16
 SWEEP = [(bn, w, s) for bn in (32, 64, 128) for w in (4, 8) for s in (2, 3, 4)]
 SWEEP_SPLITS = {(64, 4096): (1, 2, 4), (1, 32768): (16, 32, 64, 128), (256, 512): (1, 2)}
+FINE_SPLITS = {(64, 4096): (1, 2), (1, 32768): (32, 40, 44, 48, 56, 64, 80, 96, 128), (256, 512): (1, 2)}
 
 
 def log(*a):
@@ -149,7 +152,9 @@ def run_shape(batch: int, n: int, sweep: bool) -> dict:
     out = ours()
     cudnn_out = None
     fns = {"ours (graph)": None, "ours (eager)": ours,
-           "ours (call)": lambda: pa.paged_attention(p["q"], p["k_cache"], p["v_cache"], p["tables"], p["lens"])}
+           "ours (call)": lambda: pa.paged_attention(p["q"], p["k_cache"], p["v_cache"], p["tables"], p["lens"]),
+           "checks alone": lambda: pa.check_paged_attention_inputs(p["q"], p["k_cache"], p["v_cache"], p["tables"],
+                                                                   p["lens"])}
     for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
         try:
             f = sdpa_fn(p, backend)
@@ -218,8 +223,13 @@ def main() -> None:
     ap.add_argument("--out", default="paged_attention_h200.json")
     ap.add_argument("--log", default=None)
     ap.add_argument("--pytest", action="store_true")
-    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="tile configs x split counts")
+    ap.add_argument("--splits", action="store_true", help="split counts only, default tiles")
     args = ap.parse_args()
+    if args.splits and not args.sweep:
+        cfg = pa.decode_config(HEAD_DIM, torch.device("cuda"))
+        SWEEP[:] = [(cfg["BLOCK_N"], cfg["num_warps"], cfg["num_stages"])]
+        SWEEP_SPLITS.update(FINE_SPLITS)
     result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
                   sms=torch.cuda.get_device_properties(0).multi_processor_count)
     if args.pytest:
@@ -229,7 +239,7 @@ def main() -> None:
     result["shapes"] = []
     for batch, n in SHAPES:
         try:
-            r = run_shape(batch, n, args.sweep)
+            r = run_shape(batch, n, args.sweep or args.splits)
         except Exception:
             r = dict(batch=batch, context=n, failed=traceback.format_exc()[-2000:])
             log(r["failed"])
@@ -248,6 +258,11 @@ def main() -> None:
         ratio = (r["tbps"].get("ours (graph)", 0) / r["tbps"]["sdpa_cudnn"]) if "sdpa_cudnn" in r["tbps"] else float("nan")
         log(f"{r['batch']:>5}x{r['context']:<6} | " + " | ".join(f"{c:>18}" for c in cells)
             + f" | {ratio:10.2f} | {r['default_plan']}")
+        if "checks alone" in r["times_ms"]:
+            log(f"{'':>12}   input checks alone: {r['times_ms']['checks alone']:.3f} ms")
+        if r.get("sweep"):
+            log(f"{'':>12}   splits -> TB/s: " + ", ".join(
+                f"{x['splits']}: {x['tbps']:.2f}" for x in r["sweep"] if "tbps" in x and len(SWEEP) == 1))
         if r.get("sweep_best"):
             b = r["sweep_best"]
             log(f"{'':>12}   sweep best: {b['tbps']:.2f} TB/s ({b['ms']:.3f} ms) BLOCK_N {b['BLOCK_N']} warps "

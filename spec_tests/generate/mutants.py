@@ -40,3 +40,46 @@ MUTANTS = [
           "    tokens = sample_fn(logits, generator)\n",
           "    tokens = sample_fn(logits, None)\n"),
 ]
+
+# Defaults and boundaries (issue 9).
+MUTANTS += [
+    Patch("default_sampler_multinomial",
+          "Without a sample_fn the cached loop samples from softmax(logits) (a loop written with "
+          "sampling as its default) instead of the documented greedy argmax.",
+          GENERATE,
+          "    sample_fn = sample_fn or greedy\n    vocab = model.config.vocab_size\n",
+          "    sample_fn = sample_fn or (lambda logits, g: torch.multinomial(torch.softmax(logits.float(), -1), 1, "
+          "generator=g)[:, 0])\n    vocab = model.config.vocab_size\n"),
+    Patch("greedy_ties_to_highest_id",
+          "Greedy breaks exact ties toward the highest token id (a 'last maximum wins' scan, or an "
+          "argmax over the reversed vocabulary) instead of the lowest.",
+          GENERATE,
+          "    return logits.argmax(dim=-1)\n",
+          "    return logits.shape[-1] - 1 - logits.flip(-1).argmax(dim=-1)\n"),
+    Patch("default_generator_seeded",
+          "Without a generator the loop makes one seeded with 0 (\"for reproducibility\"), so "
+          "sample_fn never receives the documented None and every unseeded run draws alike.",
+          GENERATE,
+          "    sample_fn = sample_fn or greedy\n    vocab = model.config.vocab_size\n",
+          "    sample_fn = sample_fn or greedy\n    vocab = model.config.vocab_size\n"
+          "    generator = generator if generator is not None else torch.Generator(device=prompt_tokens.device).manual_seed(0)\n"),
+    Patch("drops_ragged_last_chunk",
+          "Chunked prefill stops at the last full chunk (``range(0, prompt_len - chunk + 1, chunk)``): "
+          "the tail of a prompt that is not a multiple of the chunk never enters the cache, and a "
+          "chunk longer than the prompt prefills nothing.",
+          GENERATE,
+          "    for start in range(0, prompt_len, chunk):                          # prefill\n",
+          "    for start in range(0, prompt_len - chunk + 1, chunk):              # prefill\n"),
+    Patch("zero_new_tokens_rejected",
+          "max_new_tokens must be >= 1: the legal boundary max_new_tokens = 0 (an empty "
+          "generation) raises.",
+          GENERATE,
+          '    check_int("max_new_tokens", max_new_tokens, minimum=0)\n',
+          '    check_int("max_new_tokens", max_new_tokens, minimum=1)\n'),
+    Patch("full_context_rejected",
+          "A generation that ends exactly at the model's max_seq_len is rejected (``>=`` for ``>``) "
+          "-- forgetting that the last generated token is never fed to the model.",
+          GENERATE,
+          "    if prompt_len + max_new_tokens > model.config.max_seq_len:",
+          "    if prompt_len + max_new_tokens >= model.config.max_seq_len:"),
+]

@@ -25,9 +25,11 @@ class GenCase:
 @st.composite
 def gen_cases(draw, *, dtypes=("float32",), max_prompt: int = 8, max_new: int = 10, max_batch: int = 2):
     """Prompts of 1..max_prompt tokens, 1..max_new new tokens, a context window that is exactly
-    full at the end or has up to 2 positions to spare, and chunked prefill half of the time."""
+    full at the end or has up to 2 positions to spare, and chunked prefill half of the time, with
+    chunks of 1 token up to 2 more than the prompt (a chunk longer than the prompt is legal: one
+    prefill)."""
     new = draw(st.integers(1, max_new))
     model = draw(model_cases(dtypes=dtypes, max_seq=max_prompt, max_batch=max_batch, extra_positions=new))
     model = ModelCase(**{**model.__dict__, "max_seq_len": model.seq_len + new + draw(st.integers(0, 2))})
-    chunk = draw(st.one_of(st.none(), st.integers(1, model.seq_len)))
+    chunk = draw(st.one_of(st.none(), st.integers(1, model.seq_len + 2)))
     return GenCase(model=model, max_new_tokens=new, prefill_chunk_size=chunk)

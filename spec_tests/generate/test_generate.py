@@ -70,6 +70,7 @@ def _first_divergence(a: torch.Tensor, b: torch.Tensor) -> int | None:
 @example(case=GenCase(ModelCase(96, 48, 2, 6, 2, None, None, 10000.0, 1e-5, 16, 2, 6, "float32", 3), 10, 4))
 @example(case=GenCase(ModelCase(64, 32, 2, 4, 1, None, None, 500000.0, 1e-5, 11, 1, 1, "bfloat16", 0), 10, None))
 @example(case=GenCase(ModelCase(80, 32, 1, 2, 2, 16, 40, 100.0, 1e-2, 9, 2, 8, "float32", 11), 1, 3))
+@example(case=GenCase(ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 5, 1, 3, "float32", 2), 2, 5))  # chunk > prompt
 @given(case=gen_cases(dtypes=("float32", "bfloat16")))
 def test_cached_logits_and_tokens_match_uncached(impl, reference, device, case):
     """generate (prefill, chunked or not, then cached decode) gives at every step the logits of the
@@ -180,6 +181,40 @@ def test_sample_fn_gets_each_steps_logits_and_the_generator(impl, reference, dev
     assert torch.equal(results["generate.generate"], results["generate.generate_uncached"]), results
 
 
+def _argmax(logits, generator):
+    return logits.argmax(dim=-1)
+
+
+def test_omitted_arguments_are_the_defaults(impl, reference):
+    """Omitting sample_fn, generator or prefill_chunk_size equals passing the documented default:
+    greedy argmax, None (what sample_fn then receives) and None (one prefill), for both loops
+    (float64: tokens equal, logits to 1e-10)."""
+    case = GenCase(ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 12, 2, 5, "float64", 6), 6)
+    model, prompt = _model(reference, case, torch.float64), case.model.tokens()
+    for name in ("generate.generate", "generate.generate_uncached"):
+        fn = impl.get(name)
+        tokens, logits = fn(model, prompt, case.max_new_tokens)
+        explicit = fn(model, prompt, case.max_new_tokens, sample_fn=_argmax, generator=None, prefill_chunk_size=None)
+        assert torch.equal(tokens, explicit[0]), f"{name}: default sample_fn {tokens.tolist()} != argmax {explicit[0].tolist()}"
+        torch.testing.assert_close(logits, explicit[1], rtol=0, atol=FLOAT64_ATOL)
+        seen = []
+        fn(model, prompt, case.max_new_tokens, sample_fn=lambda logits, g: seen.append(g) or logits.argmax(-1))
+        assert seen == [None] * case.max_new_tokens, f"{name}: without a generator sample_fn got {seen}"
+
+
+def test_greedy_ties_go_to_the_lowest_id(impl, reference):
+    """The default greedy sampler breaks exact ties toward the lowest token id (torch.argmax's
+    rule): with lm_head zeroed every logit is exactly 0, so every step picks token 0."""
+    case = GenCase(ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 8, 2, 3, "float32", 4), 4)
+    model, prompt = _model(reference, case, torch.float32), case.model.tokens()
+    with torch.no_grad():
+        model.lm_head.weight.zero_()
+    for name in ("generate.generate", "generate.generate_uncached"):
+        tokens, logits = impl.get(name)(model, prompt, case.max_new_tokens)
+        assert bool((logits == 0).all()), f"{name}: logits of a zero lm_head are not all 0"
+        assert torch.equal(tokens, torch.zeros_like(tokens)), f"{name}: ties broken to {tokens.tolist()}, not to id 0"
+
+
 def test_zero_and_one_new_tokens(impl, reference):
     """max_new_tokens=0 returns empty (batch, 0) tokens and (batch, 0, vocab) logits; one new
     token is the argmax of the prefill's last position."""
@@ -216,11 +251,19 @@ BAD = [
         ValueError, ("sample_fn",)),
     Bad("sample_fn ids outside vocab", dict(sample_fn=lambda logits, g: torch.full(logits.shape[:1], 64)), ValueError,
         ("sample_fn",)),
+    Bad("sample_fn float ids", dict(sample_fn=lambda logits, g: logits.argmax(-1).double()), ValueError, ("sample_fn",)),
+    Bad("bool prompt", dict(prompt_tokens=torch.zeros(1, 3, dtype=torch.bool)), TypeError, ("prompt_tokens",)),
+    Bad("rank 3", dict(prompt_tokens=torch.zeros(1, 1, 3, dtype=torch.long)), ValueError, ("prompt_tokens", "rank")),
+    Bad("no rows", dict(prompt_tokens=torch.zeros(0, 3, dtype=torch.long)), ValueError, ("prompt_tokens",)),
+    Bad("bool max_new_tokens", dict(max_new_tokens=True), TypeError, ("max_new_tokens",)),
+    Bad("None max_new_tokens", dict(max_new_tokens=None), TypeError, ("max_new_tokens",)),
 ]
 # The cached loop only: generate_uncached may ignore prefill_chunk_size.
 CHUNK_BAD = [
     Bad("prefill_chunk_size 0", dict(prefill_chunk_size=0), ValueError, ("prefill_chunk_size",)),
     Bad("float prefill_chunk_size", dict(prefill_chunk_size=2.0), TypeError, ("prefill_chunk_size",)),
+    Bad("negative prefill_chunk_size", dict(prefill_chunk_size=-1), ValueError, ("prefill_chunk_size",)),
+    Bad("bool prefill_chunk_size", dict(prefill_chunk_size=True), TypeError, ("prefill_chunk_size",)),
 ]
 
 

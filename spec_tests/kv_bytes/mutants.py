@@ -17,4 +17,61 @@ MUTANTS = [
           "        self.k[layer, :, :, start:start + n] = k\n        self.v[layer, :, :, start:start + n] = v\n",
           "        w = max(start - 1, 0)\n"
           "        self.k[layer, :, :, w:w + n] = k\n        self.v[layer, :, :, w:w + n] = v\n"),
+    # Boundaries and defaults (issue 9).
+    Patch("zero_seq_len_rejected",
+          "seq_len must be >= 1 (the check KVCache makes of max_seq_len, copied): an empty cache, "
+          "seq_len 0, raises instead of being 0 bytes.",
+          "reference/kv_bytes.py",
+          '    _positive_int("seq_len", seq_len, allow_zero=True)\n',
+          '    _positive_int("seq_len", seq_len)\n'),
+    Patch("zero_batch_rejected",
+          "batch must be >= 1: a batch of 0 sequences raises instead of being 0 bytes.",
+          "reference/kv_bytes.py",
+          '    _positive_int("batch", batch, allow_zero=True)\n',
+          '    _positive_int("batch", batch)\n'),
+    Patch("default_dtype_fp32",
+          "kv_cache_bytes defaults to a float32 cache (KVCache's default, copied) instead of the "
+          "documented float16: every call that omits dtype is 2x too large.",
+          "reference/kv_bytes.py",
+          "seq_len: int, batch: int = 1,\n                   dtype: torch.dtype = torch.float16) -> int:",
+          "seq_len: int, batch: int = 1,\n                   dtype: torch.dtype = torch.float32) -> int:"),
+    Patch("bits_over_eight",
+          "Element bytes as torch.finfo(dtype).bits / 8: right for every float dtype, but the result "
+          "is a float (and loses exactness past 2**53).",
+          "reference/kv_bytes.py",
+          "    return torch.empty((), dtype=dtype).element_size()\n",
+          "    return torch.finfo(dtype).bits / 8\n"),
+    Patch("cache_default_fp16",
+          "KVCache allocates float16 tensors when dtype is omitted instead of the documented float32.",
+          "reference/kv_bytes.py",
+          "                 dtype: torch.dtype = torch.float32, device: str | torch.device = \"cpu\"):",
+          "                 dtype: torch.dtype = torch.float16, device: str | torch.device = \"cpu\"):"),
+    Patch("full_cache_rejected",
+          "The capacity check uses >= instead of >: appending the chunk that fills the cache exactly "
+          "to max_seq_len raises.",
+          "reference/kv_bytes.py",
+          "        if start + n > self.max_seq_len:\n",
+          "        if start + n >= self.max_seq_len:\n"),
+    Patch("overflow_unchecked",
+          "No capacity check: appending past max_seq_len is left to torch, which raises a "
+          "RuntimeError about sizes (not a ValueError naming max_seq_len).",
+          "reference/kv_bytes.py",
+          "        if start + n > self.max_seq_len:\n"
+          "            raise ValueError(",
+          "        if False:\n"
+          "            raise ValueError("),
+    Patch("range_check_only",
+          "Sizes are checked for their range only, not their type: a float or bool size (2.0, "
+          "True) is accepted and silently computes a float or a wrong count.",
+          "reference/kv_bytes.py",
+          "    return check_int(name, value, minimum=0 if allow_zero else 1)\n",
+          "    if value < (0 if allow_zero else 1):\n"
+          "        raise ValueError(f\"{name} must be >= {0 if allow_zero else 1}, got {value}\")\n"
+          "    return value\n"),
+    Patch("zero_sizes_accepted",
+          "Every size is checked as >= 0: a model of 0 layers, 0 KV heads or head_dim 0 (and a "
+          "KVCache of 0 positions or sequences) is accepted instead of rejected.",
+          "reference/kv_bytes.py",
+          "def _positive_int(name: str, value, allow_zero: bool = False) -> int:",
+          "def _positive_int(name: str, value, allow_zero: bool = True) -> int:"),
 ]

@@ -20,3 +20,82 @@ MUTANTS = [
           "    h = (len(v) - 1) * q / 100.0\n",
           "    h = len(v) * q / 100.0\n"),
 ]
+
+MUTANTS += [
+    # Boundaries and defaults (issue 9).
+    Patch("zero_ttft_slo_ignored",
+          "The TTFT SLO is tested for truthiness (`not ttft_slo or ...`): an SLO of 0 is treated "
+          "as no limit, so every request meets it.",
+          "reference/metrics.py",
+          "    ttft_ok = ttft_slo is None or m.ttft <= ttft_slo\n",
+          "    ttft_ok = not ttft_slo or m.ttft <= ttft_slo\n"),
+    Patch("zero_tpot_slo_ignored",
+          "The TPOT SLO is tested for truthiness (`not tpot_slo or ...`): an SLO of 0 is treated "
+          "as no limit.",
+          "reference/metrics.py",
+          "    tpot_ok = tpot_slo is None or m.tpot is None or m.tpot <= tpot_slo\n",
+          "    tpot_ok = not tpot_slo or m.tpot is None or m.tpot <= tpot_slo\n"),
+    Patch("slo_exclusive",
+          "A request meets the TTFT SLO only if TTFT < ttft_slo (strict) instead of <=.",
+          "reference/metrics.py",
+          "    ttft_ok = ttft_slo is None or m.ttft <= ttft_slo\n",
+          "    ttft_ok = ttft_slo is None or m.ttft < ttft_slo\n"),
+    Patch("one_token_fails_tpot_slo",
+          "A one-token request (no TPOT) fails any TPOT SLO instead of meeting it.",
+          "reference/metrics.py",
+          "    tpot_ok = tpot_slo is None or m.tpot is None or m.tpot <= tpot_slo\n",
+          "    tpot_ok = tpot_slo is None or (m.tpot is not None and m.tpot <= tpot_slo)\n"),
+    Patch("one_token_tpot_zero",
+          "TPOT of a one-token request is 0.0 (vLLM's benchmark convention) instead of None: it "
+          "pulls TPOT means and percentiles down.",
+          "reference/metrics.py",
+          "    tpot = (last - first) / (n - 1) if n > 1 else None\n",
+          "    tpot = (last - first) / (n - 1) if n > 1 else 0.0\n"),
+    Patch("p100_out_of_range",
+          "No guard for the last rank: q = 100 (or a single value) reads v[n], an IndexError.",
+          "reference/metrics.py",
+          "    if lo + 1 >= len(v):\n        return v[-1]\n",
+          ""),
+    Patch("percentile_unsorted",
+          "Interpolates between ranks of the values in the order given, without sorting them.",
+          "reference/metrics.py",
+          '    v = sorted(check_real("values", x) for x in values)\n',
+          '    v = [check_real("values", x) for x in values]\n'),
+    Patch("default_percentiles_without_p95",
+          "summarize's default percentiles are (50, 90, 99): p95, documented as a default, is "
+          "missing when percentiles is omitted.",
+          "reference/metrics.py",
+          "DEFAULT_PERCENTILES = (50.0, 90.0, 95.0, 99.0)",
+          "DEFAULT_PERCENTILES = (50.0, 90.0, 99.0)"),
+    Patch("empty_percentiles_become_default",
+          "`percentiles or DEFAULT_PERCENTILES`: an explicit empty tuple of percentiles is replaced "
+          "by the default instead of giving empty percentile dicts.",
+          "reference/metrics.py",
+          '    percentiles = tuple(check_real("percentiles", q, minimum=0.0, maximum=100.0) for q in percentiles)\n',
+          '    percentiles = tuple(check_real("percentiles", q, minimum=0.0, maximum=100.0)\n'
+          '                        for q in (percentiles or DEFAULT_PERCENTILES))\n'),
+    Patch("nan_slo_accepted",
+          "SLOs are checked with `slo < 0` only: NaN (and inf) pass the check, and a NaN SLO "
+          "silently fails every request.",
+          "reference/metrics.py",
+          '    check_real("ttft_slo", ttft_slo, minimum=0.0, allow_none=True)\n'
+          '    check_real("tpot_slo", tpot_slo, minimum=0.0, allow_none=True)\n',
+          '    for name, slo in (("ttft_slo", ttft_slo), ("tpot_slo", tpot_slo)):\n'
+          '        if slo is not None and slo < 0:\n'
+          '            raise ValueError(f"{name} must be >= 0, got {slo}")\n'),
+]
+MUTANTS += [
+    Patch("zero_gap_tpot_none",
+          "TPOT is None whenever the decode took no time (`if last > first`, a division-by-zero "
+          "guard in the wrong place): tokens emitted in one step (speculative decoding) have TPOT "
+          "0, not an undefined TPOT.",
+          "reference/metrics.py",
+          "    tpot = (last - first) / (n - 1) if n > 1 else None\n",
+          "    tpot = (last - first) / (n - 1) if last > first else None\n"),
+    Patch("no_slo_meets_nothing",
+          "A TTFT SLO of None is read as 'no request can meet it' (`ttft_slo is not None and ...`) "
+          "instead of 'no limit': without SLOs goodput is 0.",
+          "reference/metrics.py",
+          "    ttft_ok = ttft_slo is None or m.ttft <= ttft_slo\n",
+          "    ttft_ok = ttft_slo is not None and m.ttft <= ttft_slo\n"),
+]

@@ -40,6 +40,8 @@ def scale_of(reqs) -> float:
 
 # --- one request ---------------------------------------------------------------------------
 @example(arrival=0.0, first=0.25, gap=0.125, n=5)
+@example(arrival=3.0, first=0.5, gap=0.25, n=1)    # one token: TPOT None (mutant one_token_tpot_zero)
+@example(arrival=2.0, first=0.0, gap=0.0, n=4)     # TTFT 0, every token in one step: TPOT 0
 @given(arrival=st.floats(0, 1e9, **finite), first=st.floats(0, 10, **finite),
        gap=st.floats(0, 2, **finite), n=st.integers(1, 40))
 def test_uniform_stream_closed_form(impl, arrival, first, gap, n):
@@ -60,6 +62,9 @@ def test_uniform_stream_closed_form(impl, arrival, first, gap, n):
         close(m.tpot, gap, tol, "TPOT (the first token must not be counted)")
 
 
+@example(req=(5.0, (5.0,)))                 # one token at the arrival instant
+@example(req=(1.0, (1.0, 1.0, 1.0)))         # zero TTFT, zero gaps
+@example(req=(1.7e9, (1.7e9 + 0.5, 1.7e9 + 0.75)))  # epoch-scale timestamps
 @given(req=request(max_tokens=10))
 def test_request_metrics_definitions(impl, req):
     """Oracle with numpy: TTFT = t0 - arrival, ITL = diff(t), TPOT = mean(ITL), E2E = t[-1] - arrival."""
@@ -125,6 +130,9 @@ def _dist_matches(dist, values, qs, tol, what):
         close(dist.percentiles[q], float(np.percentile(v, q, method="linear")), tol, f"{what} p{q:g}")
 
 
+@example(reqs=[(0.0, (1.0,))], qs=[0.0, 100.0])           # one one-token request: no TPOT, no ITL
+@example(reqs=[(0.0, (0.0, 0.5, 0.5, 2.0)), (0.0, (0.0,))], qs=[50.0])  # zero TTFTs, a zero gap
+@example(reqs=[(0.0, (0.5, 1.0)), (1.0, (3.0,)), (0.5, (0.75, 1.0, 2.0))], qs=[0.0, 37.5, 100.0])
 @given(reqs=runs(), qs=st.lists(st.floats(0, 100, **finite), min_size=1, max_size=4, unique=True))
 def test_summary_matches_numpy(impl, reqs, qs):
     """Oracle: throughputs from the run window, and TTFT/TPOT/ITL/E2E distributions (mean, min,
@@ -150,10 +158,12 @@ def test_summary_matches_numpy(impl, reqs, qs):
 
 
 def _midpoint_slo(values, k: int):
-    """An SLO strictly between two distinct observed values (below all / above all at the ends),
-    so that rounding differences between implementations cannot flip a decision."""
+    """An SLO of 0 (legal; met only by a value of exactly 0, which every implementation computes
+    exactly: t - t == 0), or one strictly between two distinct observed values (below all / above
+    all at the ends), so that rounding differences between implementations cannot flip a
+    decision."""
     v = sorted(set(values))
-    cuts = [v[0] / 2] * (v[0] > 0) + [(x + y) / 2 for x, y in zip(v, v[1:])] + [v[-1] + 1]
+    cuts = [0.0] + [v[0] / 2] * (v[0] > 0) + [(x + y) / 2 for x, y in zip(v, v[1:])] + [v[-1] + 1]
     return cuts[k % len(cuts)]
 
 
@@ -165,7 +175,8 @@ def test_goodput_counts_requests_meeting_both_slos(impl, reqs, i, j):
     ttft_slo = _midpoint_slo(ttfts, i)
     tpot_slo = _midpoint_slo([x for x in tpots if x is not None] or [0.0], j)
     tol = floor_at(scale_of(reqs))
-    assume(all(abs(x - ttft_slo) > tol for x in ttfts) and all(abs(x - tpot_slo) > tol for x in tpots if x is not None))
+    assume(all(abs(x - ttft_slo) > tol or ttft_slo == 0 for x in ttfts)
+           and all(abs(x - tpot_slo) > tol or tpot_slo == 0 for x in tpots if x is not None))
     good = sum(1 for f, p in zip(ttfts, tpots) if f <= ttft_slo and (p is None or p <= tpot_slo))
     s = impl.get("metrics.summarize")(reqs, ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     assert s.good_requests == good, (
@@ -213,6 +224,9 @@ def test_summary_ignores_request_order(impl, reqs, data):
 # --- percentiles ---------------------------------------------------------------------------
 @example(values=[1.0, 2.0, 3.0, 4.0], q=50.0)
 @example(values=[10.0, 20.0], q=90.0)
+@example(values=[5.0], q=37.0)                # one value is every percentile (mutant p100_out_of_range)
+@example(values=[3.0, -1.0], q=100.0)         # q = 100 exactly: the last rank, no rank after it
+@example(values=[4.0, 1.0, 3.0, 2.0], q=50.0)  # unsorted input (mutant percentile_unsorted)
 @given(values=st.lists(st.floats(-1e6, 1e6, **finite), min_size=1, max_size=30),
        q=st.floats(0, 100, **finite))
 def test_percentile_matches_numpy_linear(impl, values, q):
@@ -246,6 +260,83 @@ def test_pinned_examples(impl):
     assert (m.ttft, m.tpot, m.itl, m.e2e, m.output_tokens) == (0.25, None, (), 0.25, 1)
 
 
+# --- boundaries and defaults ---------------------------------------------------------------
+# The documented defaults of summarize (reference/metrics.py): what omitting an argument means.
+SUMMARIZE_DEFAULTS = dict(ttft_slo=None, tpot_slo=None, percentiles=(50.0, 90.0, 95.0, 99.0))
+
+
+def _dist_fields(d):
+    return None if d is None else (d.count, d.mean, d.min, d.max, sorted(d.percentiles.items()))
+
+
+def _summary_fields(s) -> tuple:
+    return (s.num_requests, s.output_tokens, s.duration, s.request_throughput, s.output_throughput,
+            s.good_requests, s.goodput, *(_dist_fields(getattr(s, n)) for n in ("ttft", "tpot", "itl", "e2e")))
+
+
+slo_values = st.one_of(st.none(), st.just(0.0), st.floats(0, 10, **finite))
+
+
+@example(reqs=[(0.0, (0.5, 1.0, 1.5)), (1.0, (1.25,))], ttft_slo=0.25, tpot_slo=0.0, qs=[10.0],
+         omit={"percentiles"})
+@example(reqs=[(0.0, (0.5, 1.0, 1.5)), (1.0, (1.25,))], ttft_slo=0.25, tpot_slo=0.0, qs=[10.0],
+         omit={"ttft_slo", "tpot_slo"})
+@given(reqs=runs(), ttft_slo=slo_values, tpot_slo=slo_values,
+       qs=st.lists(st.floats(0, 100, **finite), max_size=3, unique=True),
+       omit=st.sets(st.sampled_from(sorted(SUMMARIZE_DEFAULTS)), min_size=1))
+def test_summarize_omitted_arguments_mean_the_defaults(impl, reqs, ttft_slo, tpot_slo, qs, omit):
+    """Omitting ``ttft_slo`` / ``tpot_slo`` / ``percentiles`` gives exactly the summary of passing
+    the documented default (no limit, no limit, (50, 90, 95, 99)). Mutants:
+    default_percentiles_without_p95, empty_percentiles_become_default."""
+    f = impl.get("metrics.summarize")
+    drawn = dict(ttft_slo=ttft_slo, tpot_slo=tpot_slo, percentiles=tuple(qs))
+    given_args = {k: v for k, v in drawn.items() if k not in omit}
+    explicit = {**drawn, **{k: SUMMARIZE_DEFAULTS[k] for k in omit}}
+    got, want = f(reqs, **given_args), f(reqs, **explicit)
+    assert _summary_fields(got) == _summary_fields(want), (
+        f"omitting {sorted(omit)} must mean {({k: SUMMARIZE_DEFAULTS[k] for k in omit})}")
+    keys = set(map(float, explicit["percentiles"]))
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        d = getattr(got, name)
+        if d is not None:
+            assert set(d.percentiles) == keys, (f"{name}: percentiles {sorted(d.percentiles)}, "
+                                                f"expected {sorted(keys)} (omitted: {sorted(omit)})")
+    if "ttft_slo" in omit and "tpot_slo" in omit:
+        assert got.good_requests == len(reqs), "with no SLO every request is good"
+
+
+def test_zero_slos(impl):
+    """An SLO of 0 is a limit, not "no limit": only a TTFT (TPOT) of exactly 0 meets it; a
+    one-token request meets any TPOT SLO, 0 included. Mutants: zero_ttft_slo_ignored,
+    zero_tpot_slo_ignored, slo_exclusive."""
+    f = impl.get("metrics.summarize")
+    reqs = [(0.0, [0.0, 0.0]),   # TTFT 0, TPOT 0 (two tokens in one step)
+            (0.0, [0.0, 1.0]),   # TTFT 0, TPOT 1
+            (0.5, [1.0]),        # TTFT 0.5, one token
+            (1.0, [1.0])]        # TTFT 0, one token
+    assert f(reqs, ttft_slo=0.0, tpot_slo=0.0).good_requests == 2
+    assert f(reqs, ttft_slo=0.0).good_requests == 3
+    assert f(reqs, tpot_slo=0.0).good_requests == 3
+    assert f(reqs, ttft_slo=0.0, tpot_slo=1.0).good_requests == 3
+    assert f(reqs, ttft_slo=0.5, tpot_slo=0.0).good_requests == 3
+    s = f(reqs, ttft_slo=0, tpot_slo=0)  # ints are numbers too
+    assert (s.good_requests, s.goodput, s.duration) == (2, 2.0, 1.0)
+
+
+def test_empty_percentiles(impl):
+    """``percentiles=()`` is legal: every distribution holds an empty percentile dict (the
+    default is not substituted) and everything else as usual. Mutant:
+    empty_percentiles_become_default."""
+    f = impl.get("metrics.summarize")
+    reqs = [(0.0, [0.5, 1.0, 1.5]), (1.0, [1.25])]
+    s = f(reqs, percentiles=())
+    for name in ("ttft", "tpot", "itl", "e2e"):
+        d = getattr(s, name)
+        assert d is not None and dict(d.percentiles) == {}, f"{name}: {d.percentiles if d else d}"
+    assert (s.ttft.count, s.ttft.min, s.ttft.max, s.tpot.count, s.itl.count) == (2, 0.25, 0.5, 1, 2)
+    assert f(reqs, percentiles=[100, 0]).e2e.percentiles == {100.0: 1.5, 0.0: 0.25}
+
+
 # --- bad input -----------------------------------------------------------------------------
 REQUEST_VALID = dict(arrival=0.0, token_times=[0.5, 1.0])
 REQUEST_BAD = [
@@ -261,6 +352,10 @@ REQUEST_BAD = [
     Bad("NaN arrival", dict(arrival=math.nan), ValueError, ("arrival",)),
     Bad("str arrival", dict(arrival="0"), TypeError, ("arrival",)),
     Bad("bool arrival", dict(arrival=False), TypeError, ("arrival",)),
+    Bad("None arrival", dict(arrival=None), TypeError, ("arrival",)),
+    Bad("-inf arrival", dict(arrival=-math.inf), ValueError, ("arrival",)),
+    Bad("token_times a number", dict(token_times=1.0), TypeError, ("token_times",)),
+    Bad("bool token time", dict(token_times=[0.5, True]), TypeError, ("token_times",)),
 ]
 
 
@@ -289,10 +384,20 @@ SUMMARIZE_BAD = [
     Bad("str ttft_slo", dict(ttft_slo="1"), TypeError, ("ttft_slo",)),
     Bad("negative tpot_slo", dict(tpot_slo=-0.1), ValueError, ("tpot_slo",)),
     Bad("bool tpot_slo", dict(tpot_slo=True), TypeError, ("tpot_slo",)),
+    Bad("infinite ttft_slo", dict(ttft_slo=math.inf), ValueError, ("ttft_slo",)),
+    Bad("bool ttft_slo", dict(ttft_slo=False), TypeError, ("ttft_slo",)),
+    Bad("NaN tpot_slo", dict(tpot_slo=math.nan), ValueError, ("tpot_slo",)),
+    Bad("infinite tpot_slo", dict(tpot_slo=math.inf), ValueError, ("tpot_slo",)),
+    Bad("str tpot_slo", dict(tpot_slo="0.1"), TypeError, ("tpot_slo",)),
+    Bad("requests None", dict(requests=None), TypeError, ("requests",)),
     Bad("percentile above 100", dict(percentiles=(50, 101)), ValueError, ("percentiles",)),
     Bad("negative percentile", dict(percentiles=(-1,)), ValueError, ("percentiles",)),
     Bad("str percentile", dict(percentiles=("50",)), TypeError, ("percentiles",)),
     Bad("percentiles a number", dict(percentiles=50), TypeError, ("percentiles",)),
+    Bad("percentiles a string", dict(percentiles="50"), TypeError, ("percentiles",)),
+    Bad("percentiles None", dict(percentiles=None), TypeError, ("percentiles",)),
+    Bad("NaN percentile", dict(percentiles=(50, math.nan)), ValueError, ("percentiles",)),
+    Bad("bool percentile", dict(percentiles=(True,)), TypeError, ("percentiles",)),
 ]
 
 
@@ -313,6 +418,13 @@ PERCENTILE_BAD = [
     Bad("q above 100", dict(q=100.5), ValueError, ("q",)),
     Bad("NaN q", dict(q=math.nan), ValueError, ("q",)),
     Bad("str q", dict(q="50"), TypeError, ("q",)),
+    Bad("None q", dict(q=None), TypeError, ("q",)),
+    Bad("bool q", dict(q=True), TypeError, ("q",)),
+    Bad("infinite q", dict(q=math.inf), ValueError, ("q",)),
+    Bad("values None", dict(values=None), TypeError, ("values",)),
+    Bad("values a string", dict(values="12"), TypeError, ("values",)),
+    Bad("infinite value", dict(values=[1.0, -math.inf]), ValueError, ("values",)),
+    Bad("bool value", dict(values=[1.0, False]), TypeError, ("values",)),
 ]
 
 

@@ -46,3 +46,61 @@ MUTANTS = [
           "        return self.lm_head(self.model.norm(h))",
           "        return self.lm_head(h if cache is not None else self.model.norm(h))"),
 ]
+
+# Long-range numerics, defaults and boundaries (issue 9).
+MUTANTS += [
+    Patch("rope_positions_in_model_dtype",
+          "The positions are cast to the activation dtype before the float32 RoPE table "
+          "(``positions.to(x.dtype)``, as code that builds the table from a tensor of the model's "
+          "dtype does): exact while bfloat16 holds the integers (up to 256) and float16 (up to "
+          "2048), so every short test passes; at position 3,000 bfloat16 rounds to a multiple of "
+          "16. Only the long-range test reaches it.",
+          MODEL,
+          "    angles = positions.to(acc)[:, None] * inv_freq[None, :]",
+          "    angles = positions.to(dtype).to(acc)[:, None] * inv_freq[None, :]"),
+    Patch("rope_inv_freq_in_model_dtype",
+          "The RoPE frequencies are rounded to the activation dtype and the angles then computed "
+          "in float32 -- what ``LlamaForCausalLM(config).to(torch.bfloat16)`` does to HF's "
+          "``inv_freq`` buffer. A relative error of 2^-9 per frequency is invisible over the ~30 "
+          "positions of the short tests and radians off at a distance of 4,000.",
+          MODEL,
+          "    angles = positions.to(acc)[:, None] * inv_freq[None, :]",
+          "    angles = positions.to(acc)[:, None] * inv_freq.to(dtype).to(acc)[None, :]"),
+    Patch("default_rope_theta_llama3",
+          "ModelConfig's default rope_theta is Llama 3's 500000 instead of the documented 10000 "
+          "(a config copied from another model); every test that passes rope_theta is unaffected.",
+          MODEL,
+          "    rope_theta: float = 10000.0\n",
+          "    rope_theta: float = 500000.0\n"),
+    Patch("new_cache_default_from_class",
+          "new_cache's default length is the dataclass default max_seq_len (128) instead of this "
+          "model's config.max_seq_len: a cache too short (or too long) for the model.",
+          MODEL,
+          "        max_seq_len = c.max_seq_len if max_seq_len is None else",
+          "        max_seq_len = ModelConfig.max_seq_len if max_seq_len is None else"),
+    Patch("norm_eps_zero_rejected",
+          "norm_eps must be > 0 (\"an epsilon is positive\"): the legal boundary norm_eps = 0 "
+          "raises ValueError.",
+          MODEL,
+          '        check_real("norm_eps", self.norm_eps, minimum=0)\n',
+          '        if check_real("norm_eps", self.norm_eps) <= 0:\n'
+          '            raise ValueError(f"norm_eps must be > 0, got {self.norm_eps}")\n'),
+    Patch("rope_theta_one_accepted",
+          "rope_theta = 1 is accepted (``< 1`` for ``<= 1``): every frequency is then 1 and RoPE "
+          "rotates all pairs by the same angle.",
+          MODEL,
+          "        if check_real(\"rope_theta\", self.rope_theta) <= 1:",
+          "        if check_real(\"rope_theta\", self.rope_theta) < 1:"),
+    Patch("max_seq_len_exclusive",
+          "The model rejects positions reaching max_seq_len - 1 (``>=`` for ``>``): a sequence of "
+          "exactly max_seq_len tokens raises.",
+          MODEL,
+          "        if start + tokens.shape[1] > c.max_seq_len:",
+          "        if start + tokens.shape[1] >= c.max_seq_len:"),
+    Patch("cache_full_rejected",
+          "A KV cache of max_seq_len tokens rejects the token that fills it (``>=`` for ``>`` in "
+          "the room check): the last position of a full-length generation raises.",
+          MODEL,
+          "            if start + tokens.shape[1] > cache.max_seq_len:",
+          "            if start + tokens.shape[1] >= cache.max_seq_len:"),
+]

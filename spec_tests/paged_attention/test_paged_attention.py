@@ -44,12 +44,12 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
 
 
-def _check(impl, case: PagedCase, device, *, mutate_table=None):
+def _check(impl, case: PagedCase, device, *, rewrite=None):
     """impl's (out, lse) == the contiguous oracle within the tolerance rule; the inputs are left
-    untouched; a query that sees no key gives exactly 0."""
+    untouched; a query that sees no key gives exactly 0. ``rewrite(x)`` may return other
+    arguments holding the same sequences (a padded table, caches that are views)."""
     x = case.build(device)
-    table = x.block_tables if mutate_table is None else mutate_table(x.block_tables.clone(), x)
-    args = (x.q, x.k_cache, x.v_cache, table, x.seq_lens)
+    args = x.args if rewrite is None else rewrite(x)
     before = [t.clone() for t in args]
     out, lse = impl.get("paged_attention.paged_attention")(*args, return_lse=True, **case.kwargs)
     for name, t, b in zip(("q", "k_cache", "v_cache", "block_tables", "seq_lens"), args, before):
@@ -57,6 +57,14 @@ def _check(impl, case: PagedCase, device, *, mutate_table=None):
     ref, ref_lse = contiguous_oracle(x, dtype=x.q.dtype, **case.kwargs)   # same math, same dtype
     oracle, oracle_lse = contiguous_oracle(x, **case.kwargs)              # float64
     inputs = dict(case=case)
+    if isinstance(out, torch.Tensor) and out.shape == oracle.shape and out.is_floating_point():
+        nan = out.isnan() & ~oracle.to(out.device).isnan()
+        if nan.any():
+            raise AssertionError(
+                f"out is NaN at {tuple(nan.nonzero()[0].tolist())} (batch, [query,] head, dim): in this test "
+                "every slot no query may see -- past seq_len in the last block, in blocks wholly left of "
+                "the window, in blocks no sequence owns -- holds NaN, so the implementation read one of "
+                f"them (or its masking multiplies NaN by 0).\n    case: {case!r}")
     assert_close_to_oracle(out, ref, oracle, name="out", inputs=inputs)
     assert isinstance(lse, torch.Tensor) and lse.dtype == ref_lse.dtype, (
         f"lse must be {ref_lse.dtype} for {x.q.dtype} inputs, got {getattr(lse, 'dtype', type(lse))}")
@@ -178,14 +186,27 @@ def test_unused_table_entries_are_ignored(impl, device):
     """Entries past a sequence's ceil(seq_len / block_size) blocks are neither read nor validated:
     padding them with -1 (as engines do) or with num_blocks changes nothing. (The blocks just
     outside the pool are NaN: reading them fails the comparison instead of crashing.)"""
-    def pad(table, x):
+    def pad(x):
         num_blocks, block_size = x.k_cache.shape[:2]
+        table = x.block_tables.clone()
         for b, n in enumerate(x.seq_lens.tolist()):
             table[b, -(-n // block_size):] = num_blocks if b % 2 else -1
-        return table
+        return x.q, x.k_cache, x.v_cache, table, x.seq_lens
 
     _check(impl, PagedCase((13, 0, 8), 0, 4, 2, 16, 4, None, "float16", 31, spare_cols=2), device,
-           mutate_table=pad)
+           rewrite=pad)
+
+
+def test_caches_may_be_views_of_one_kv_buffer(impl, device):
+    """k_cache and v_cache as the two halves of one (num_blocks, 2, block_size, kv_heads,
+    head_dim) buffer (strided views, as engines that allocate K and V together pass them) give
+    the same result as separate contiguous caches."""
+    def interleave(x):
+        kv = torch.stack([x.k_cache, x.v_cache], dim=1)
+        return x.q, kv[:, 0], kv[:, 1], x.block_tables, x.seq_lens
+
+    _check(impl, PagedCase((21, 40), 0, 4, 2, 16, 8, None, "bfloat16", 41, shared_blocks=1), device,
+           rewrite=interleave)
 
 
 # ------------------------------------------------------------------------- GPU, natively

@@ -30,3 +30,134 @@ MUTANTS = [
           "                cut = start + len(s) if p.include_stop_str_in_output else start\n",
           "                cut = start + len(s)\n"),
 ]
+
+OPT = "optimized/stopping.py"
+MUTANTS += [
+    # Defaults and boundaries (issue 9); each names the pinned case of test_stopping.py it fails.
+    Patch("default_max_tokens_16",
+          "StopParams defaults to max_tokens=16 (vLLM's SamplingParams default) instead of no "
+          "limit: a generation with max_tokens omitted ends by length after 16 tokens "
+          "(test_no_limit_by_default).",
+          "reference/stopping.py",
+          "    max_tokens: int | None = None\n",
+          "    max_tokens: int | None = 16\n"),
+    Patch("min_tokens_off_by_one",
+          "Stops are allowed from token n == min_tokens (>=) instead of n > min_tokens: one token "
+          "too early (EOS_IN_MIN, MIN_EQ_MAX).",
+          OPT,
+          "        may_stop = n > p.min_tokens\n",
+          "        may_stop = n >= p.min_tokens\n"),
+    Patch("stop_ids_before_eos",
+          "stop_token_ids are checked before EOS: a token that is both reports its id as "
+          "stop_reason instead of None (EOS_AND_STOP_ID).",
+          OPT,
+          "        if may_stop and token_id == p.eos_token_id and not p.ignore_eos:\n"
+          "            return self._finish(n, self.text, \"stop\", None)\n"
+          "        if may_stop and token_id in self._stop_ids:\n"
+          "            return self._finish(n, self.text, \"stop\", token_id)\n",
+          "        if may_stop and token_id in self._stop_ids:\n"
+          "            return self._finish(n, self.text, \"stop\", token_id)\n"
+          "        if may_stop and token_id == p.eos_token_id and not p.ignore_eos:\n"
+          "            return self._finish(n, self.text, \"stop\", None)\n"),
+    Patch("ignore_eos_skips_stop_ids",
+          "ignore_eos removes the EOS id from the stop token ids too: an EOS id the caller also "
+          "listed in stop_token_ids no longer stops (IGNORED_EOS_STOP_ID).",
+          OPT,
+          "        self._stop_ids = frozenset(params.stop_token_ids)\n",
+          "        self._stop_ids = frozenset(params.stop_token_ids) - ({params.eos_token_id} if params.ignore_eos else set())\n"),
+    Patch("max_tokens_one_late",
+          "The length limit compares the count before this token (num_tokens == max_tokens): "
+          "generation ends one token after max_tokens (MAX_ONE, LENGTH_VS_STOP).",
+          OPT,
+          "        if n == p.max_tokens:\n",
+          "        if self.num_tokens == p.max_tokens:\n"),
+    Patch("match_at_start_missed",
+          "The matcher tests `start > 0` instead of `start != -1`: a stop string at the very start "
+          "of the searched window is never found (MATCH_AT_START).",
+          OPT,
+          "            if start != -1 and (best is None or (start + len(s), -len(s)) < best[0]):\n",
+          "            if start > 0 and (best is None or (start + len(s), -len(s)) < best[0]):\n"),
+    Patch("length_beats_stop",
+          "max_tokens is checked before stop strings (as vLLM v1's scheduler does): a stop string "
+          "completed by the last allowed token reports \"length\" and keeps the stop string "
+          "(LENGTH_VS_STOP).",
+          OPT,
+          "        if may_stop and new and self._stop:\n",
+          "        if n == p.max_tokens:\n"
+          "            return self._finish(n, self.text + new, \"length\", None)\n"
+          "        if may_stop and new and self._stop:\n"),
+    Patch("no_pending_utf8",
+          "Each token's bytes are decoded on their own (errors=\"replace\"): a character split "
+          "across tokens becomes U+FFFD characters instead of waiting for its last byte "
+          "(SPLIT_EURO).",
+          OPT,
+          "        k = pending_length(data)\n",
+          "        k = 0\n"),
+    Patch("endswith_only",
+          "A stop string counts only when the text ends with it (`text.endswith(stop)`): one "
+          "followed by more text in the same token is missed (EXCLUDE_TAIL, EARLIEST_END).",
+          OPT,
+          "            start = window.find(s, max(0, base - len(s) + 1))  # the first one ending after base\n",
+          "            start = len(window) - len(s) if window.endswith(s) and len(window) - len(s) >= max(0, base - len(s) + 1) else -1\n"),
+    Patch("first_in_list_order",
+          "Of several stop strings completing on one token, the first in the list wins (vLLM's "
+          "check_stop_strings), not the one ending first (EARLIEST_END).",
+          OPT,
+          "                best = ((start + len(s), -len(s)), start, s)\n",
+          "                best = ((start + len(s), -len(s)), start, s)\n"
+          "                break\n"),
+    Patch("tie_prefers_shortest",
+          "Of stop strings ending at the same character the shortest wins instead of the longest "
+          "(EARLIEST_END: \"c\" instead of \"bc\").",
+          OPT,
+          "            if start != -1 and (best is None or (start + len(s), -len(s)) < best[0]):\n"
+          "                best = ((start + len(s), -len(s)), start, s)\n",
+          "            if start != -1 and (best is None or (start + len(s), len(s)) < best[0]):\n"
+          "                best = ((start + len(s), len(s)), start, s)\n"),
+    Patch("holds_fixed_window",
+          "The stream always holds back the last max_stop_len - 1 characters (vLLM v1) instead of "
+          "only a suffix that can still begin a stop string (PARTIAL_THEN_MISS).",
+          OPT,
+          "        held = self._held_back(window, base) if self._hold else 0\n",
+          "        held = min(self._keep, self._length) if self._hold else 0\n"),
+    Patch("include_flag_ignored",
+          "The final text is always cut at the start of the stop string, even with "
+          "include_stop_str_in_output=True (INCLUDE).",
+          OPT,
+          "                cut = start + len(s) if p.include_stop_str_in_output else start\n",
+          "                cut = start\n"),
+    Patch("holds_back_when_included",
+          "Partial stop strings are held back even with include_stop_str_in_output=True, where "
+          "every decoded character is already safe to show (INCLUDE).",
+          OPT,
+          "        self._hold = not params.include_stop_str_in_output and bool(self._prefixes)\n",
+          "        self._hold = bool(self._prefixes)\n"),
+    Patch("empty_stop_accepted",
+          "StopParams accepts an empty stop string (which matches everywhere and ends every "
+          "generation at its first token) instead of rejecting it naming stop.",
+          "reference/stopping.py",
+          '        if any(s == "" for s in stop):\n',
+          '        if False:\n'),
+]
+MUTANTS += [
+    # Validation the contract states (bad-input tables of test_stopping.py).
+    Patch("accepts_bool_token_id",
+          "append checks isinstance(token_id, int), which True and False pass: a bool is appended "
+          "as token 1 or 0 instead of being rejected naming token_id.",
+          OPT,
+          "        if not is_int(token_id):\n",
+          "        if not isinstance(token_id, int):\n"),
+    Patch("append_after_finish_allowed",
+          "append has no finished check: a token appended after the stop runs on from the "
+          "cleared state instead of raising ValueError saying generation finished.",
+          OPT,
+          "        if self.finished:\n"
+          "            raise ValueError(f\"token_id {token_id}: generation already finished ({self.finish_reason})\")\n",
+          ""),
+    Patch("unknown_stop_id_accepted",
+          "stop_token_ids are not checked against the vocab: an id the model can never produce "
+          "(a tokenizer mismatch) is accepted silently.",
+          "reference/stopping.py",
+          "    unknown = [t for t in params.stop_token_ids if t not in checked]\n",
+          "    unknown = []\n"),
+]

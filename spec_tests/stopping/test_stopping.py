@@ -113,17 +113,33 @@ def _assert_same(got: Run, want: Run, case: StopCase, what: str = "oracle"):
         want.finished, want.finish_reason, want.stop_reason, want.num_tokens), case
 
 
-# Pinned cases: each is one rule of the contract, and what the mutants get wrong.
-SPANNING = StopCase(vocab=(b"Hel", b"lo wor", b"ld"), tokens=(0, 1, 2), stop=("o w",))
-SPLIT_EURO = StopCase(vocab=(b"a", b"\xe2", b"\x82", b"\xac", b"b"), tokens=(0, 1, 2, 3, 4), stop=("\u20ac",))
-EOS_IN_MIN = StopCase(vocab=(b"a", b"<e>"), tokens=(1, 0, 1, 0), eos_token_id=1, min_tokens=1)
-INCLUDE = StopCase(vocab=(b"ab", b"cde", b"f"), tokens=(0, 1, 2), stop=("bc",), include_stop_str_in_output=True)
-EXCLUDE_TAIL = StopCase(vocab=(b"xa", b"bcy", b"z"), tokens=(0, 1, 2), stop=("abc",))
-PARTIAL_THEN_MISS = StopCase(vocab=(b"a", b"b", b"c"), tokens=(0, 1, 0, 2), stop=("abd", "bb"))
-LENGTH_VS_STOP = StopCase(vocab=(b"a", b"b"), tokens=(0, 1, 0), stop=("ab",), max_tokens=2)
-EARLIEST_END = StopCase(vocab=(b"abcd",), tokens=(0,), stop=("abcd", "bc", "c"))
+# Pinned cases: each is one rule of the contract; the comment names the mutants
+# (spec_tests/stopping/mutants.py) that get it wrong and that it catches.
+SPANNING = StopCase(vocab=(b"Hel", b"lo wor", b"ld"), tokens=(0, 1, 2), stop=("o w",))  # missed_across_boundary
+SPLIT_EURO = StopCase(vocab=(b"a", b"\xe2", b"\x82", b"\xac", b"b"), tokens=(0, 1, 2, 3, 4), stop=("\u20ac",))  # no_pending_utf8
+EOS_IN_MIN = StopCase(vocab=(b"a", b"<e>"), tokens=(1, 0, 1, 0), eos_token_id=1, min_tokens=1)  # eos_ignores_min_tokens, min_tokens_off_by_one
+INCLUDE = StopCase(vocab=(b"ab", b"cde", b"f"), tokens=(0, 1, 2), stop=("bc",), include_stop_str_in_output=True)  # include_flag_ignored, holds_back_when_included
+EXCLUDE_TAIL = StopCase(vocab=(b"xa", b"bcy", b"z"), tokens=(0, 1, 2), stop=("abc",))  # endswith_only, includes_excluded_stop
+PARTIAL_THEN_MISS = StopCase(vocab=(b"a", b"b", b"c"), tokens=(0, 1, 0, 2), stop=("abd", "bb"))  # holds_fixed_window, leaks_partial_stop
+LENGTH_VS_STOP = StopCase(vocab=(b"a", b"b"), tokens=(0, 1, 0), stop=("ab",), max_tokens=2)  # length_beats_stop
+EARLIEST_END = StopCase(vocab=(b"abcd",), tokens=(0,), stop=("abcd", "bc", "c"))  # first_in_list_order, tie_prefers_shortest
+# Boundaries (issue 9).
+EOS_AND_STOP_ID = StopCase(vocab=(b"a", b"<e>"), tokens=(0, 1, 0), eos_token_id=1, stop_token_ids=(1,))  # stop_ids_before_eos
+IGNORED_EOS_STOP_ID = StopCase(vocab=(b"a", b"<e>"), tokens=(0, 1, 0), eos_token_id=1, ignore_eos=True,
+                               stop_token_ids=(1,))  # ignore_eos_skips_stop_ids
+MATCH_AT_START = StopCase(vocab=(b"ab", b"c"), tokens=(0, 1), stop=("ab",))  # match_at_start_missed
+MIN_EQ_MAX = StopCase(vocab=(b"a", b"<e>"), tokens=(1, 1, 1), eos_token_id=1, min_tokens=2, max_tokens=2)  # min_tokens_off_by_one
+MAX_ONE = StopCase(vocab=(b"ab", b"c"), tokens=(0, 1), max_tokens=1)  # max_tokens_one_late
+HELD_ACROSS = StopCase(vocab=(b"xa", b"b", b"d"), tokens=(0, 1, 2), stop=("abc",))  # leaks_partial_stop
+TWENTY = StopCase(vocab=(b"a",), tokens=(0,) * 20, max_tokens=20)  # default_max_tokens_16 (max_tokens omitted)
 
 
+@example(case=EOS_AND_STOP_ID)
+@example(case=IGNORED_EOS_STOP_ID)
+@example(case=MATCH_AT_START)
+@example(case=MIN_EQ_MAX)
+@example(case=MAX_ONE)
+@example(case=HELD_ACROSS)
 @example(case=SPANNING)
 @example(case=SPLIT_EURO)
 @example(case=EOS_IN_MIN)
@@ -145,7 +161,7 @@ def test_same_decisions_as_reference(impl, reference, case):
     _assert_same(drive(impl, case), drive(reference, case), case, what="reference")
 
 
-@example(case=SPANNING)
+@example(case=HELD_ACROSS)
 @example(case=PARTIAL_THEN_MISS)
 @given(case=stop_cases())
 def test_stream_is_safe_and_complete(impl, case):
@@ -170,7 +186,6 @@ def test_stream_is_safe_and_complete(impl, case):
 
 
 @example(case=SPANNING)
-@example(case=SPLIT_EURO)
 @example(case=EXCLUDE_TAIL)
 @given(case=stop_cases(special=False))
 def test_decision_independent_of_tokenization(impl, case):
@@ -203,6 +218,50 @@ def test_course_examples(impl):
     assert [tuple(c.append(t)) for t in (3, 3)] == [("</s>", False, None), ("</s>", True, "length")]
     c = C(P(stop_token_ids=[2]), vocab)
     assert tuple(c.append(2)) == ("", True, "stop") and c.stop_reason == 2 and c.text == ""
+
+
+# --- defaults --------------------------------------------------------------------------------
+# The documented defaults of StopParams (reference/stopping.py): what omitting an argument means.
+PARAMS_DEFAULTS = dict(max_tokens=None, min_tokens=0, eos_token_id=None, ignore_eos=False,
+                       stop_token_ids=(), stop=(), include_stop_str_in_output=False)
+
+
+@example(case=TWENTY, omit=frozenset({"max_tokens"}))
+@example(case=EOS_IN_MIN, omit=frozenset({"ignore_eos"}))
+@given(case=stop_cases(), omit=st.frozensets(st.sampled_from(sorted(PARAMS_DEFAULTS)), min_size=1))
+def test_omitted_arguments_mean_the_defaults(impl, case, omit):
+    """StopParams with some arguments omitted behaves, step by step, as the oracle with those
+    arguments at their documented defaults, and holds the defaults as its fields."""
+    P = impl.get("stopping.StopParams")
+    defaulted = replace(case, **{k: PARAMS_DEFAULTS[k] for k in omit})
+    params = P(**{k: getattr(case, k) for k in PARAMS_DEFAULTS if k not in omit})
+    for k in omit:
+        got = getattr(params, k)
+        assert got == PARAMS_DEFAULTS[k] and type(got) is type(PARAMS_DEFAULTS[k]), (
+            f"StopParams without {k} holds {k}={got!r}, documented default {PARAMS_DEFAULTS[k]!r}")
+    checker = impl.get("stopping.StopChecker")(params, case.vocab)
+    steps = []
+    for tok in case.tokens:
+        step = checker.append(tok)
+        steps.append((step.emitted, step.finished, step.reason))
+        if step.finished:
+            break
+    want = oracle_run(defaulted)
+    assert steps == want.steps and (checker.finish_reason, checker.stop_reason) == (
+        want.finish_reason, want.stop_reason), f"omitted {sorted(omit)}: {steps} != {want.steps}\n  {case!r}"
+
+
+def test_no_limit_by_default(impl):
+    """StopParams() stops on nothing: 2,000 tokens stream through unchanged, nothing held back
+    (there is no stop string), never finished. Mutant: default_max_tokens_16."""
+    checker = impl.get("stopping.StopChecker")(impl.get("stopping.StopParams")(), [b"ab", b"\xe2\x82\xac"])
+    shown = []
+    for i in range(2000):
+        step = checker.append(i % 2)
+        assert not step.finished, f"StopParams() finished at token {i + 1} ({step.reason})"
+        shown.append(step.emitted)
+    assert "".join(shown) == checker.text == "ab\u20ac" * 1000 and checker.num_tokens == 2000
+    assert (checker.finished, checker.finish_reason, checker.stop_reason) == (False, None, None)
 
 
 # --- state machine: implementation and reference side by side --------------------------------
@@ -285,6 +344,17 @@ PARAMS_BAD = [
     Bad("empty stop string", dict(stop=""), ValueError, ("stop",)),
     Bad("int in stop", dict(stop=("ab", 3)), TypeError, ("stop",)),
     Bad("stop an int", dict(stop=3), TypeError, ("stop",)),
+    Bad("stop None", dict(stop=None), TypeError, ("stop",)),
+    Bad("stop bytes", dict(stop=b"ab"), TypeError, ("stop",)),
+    Bad("float min_tokens", dict(min_tokens=1.0), TypeError, ("min_tokens",)),
+    Bad("bool min_tokens", dict(min_tokens=False), TypeError, ("min_tokens",)),
+    Bad("float eos_token_id", dict(eos_token_id=0.0), TypeError, ("eos_token_id",)),
+    Bad("bool eos_token_id", dict(eos_token_id=True), TypeError, ("eos_token_id",)),
+    Bad("None ignore_eos", dict(ignore_eos=None), TypeError, ("ignore_eos",)),
+    Bad("stop_token_ids an int", dict(stop_token_ids=1), TypeError, ("stop_token_ids",)),
+    Bad("stop_token_ids None", dict(stop_token_ids=None), TypeError, ("stop_token_ids",)),
+    Bad("bool in stop_token_ids", dict(stop_token_ids=(True,)), TypeError, ("stop_token_ids",)),
+    Bad("min_tokens above max_tokens 1", dict(max_tokens=1, min_tokens=2), ValueError, ("min_tokens", "max_tokens")),
 ]
 
 
@@ -303,6 +373,10 @@ CHECKER_BAD = [
     Bad("vocab an int", dict(vocab=3, eos_token_id=None, stop_token_ids=()), TypeError, ("vocab",)),
     Bad("str token id in the vocab", dict(vocab={0: b"a", "1": b"b", 2: b"<e>"}), TypeError, ("vocab",)),
     Bad("params not a StopParams", dict(params=dict(stop=("ab",))), TypeError, ("params",)),
+    Bad("params None", dict(params=None), TypeError, ("params",)),
+    Bad("vocab None", dict(vocab=None, eos_token_id=None, stop_token_ids=()), TypeError, ("vocab",)),
+    Bad("vocab bytes", dict(vocab=b"ab<", eos_token_id=None, stop_token_ids=()), TypeError, ("vocab",)),
+    Bad("str token in a list vocab", dict(vocab=[b"a", "b", b"<e>"]), TypeError, ("vocab",)),
 ]
 
 
@@ -312,8 +386,10 @@ def test_checker_rejects_bad_input(impl, bad):
     ValueError naming ``eos_token_id``/``stop_token_ids`` for ids not in the vocab."""
     P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
 
-    def make(vocab, params=None, **kw):  # kw: StopParams fields (params: passed as they are)
-        return C(P(**kw) if params is None else params, vocab)
+    build = object()
+
+    def make(vocab, params=build, **kw):  # kw: StopParams fields (params: passed as they are)
+        return C(P(**kw) if params is build else params, vocab)
 
     assert_rejects(make, CHECKER_VALID, bad)
 
