@@ -243,9 +243,17 @@ class Proxy:
         if name in type(self)._rp_methods:
             return _BoundRemote(self, name)
         peer = object.__getattribute__(self, "_rp_peer")
-        return peer.request("getattr", (self, name))
+        try:
+            return peer.request("getattr", (self, name))
+        except AttributeError as exc:
+            _LAST_ATTRIBUTE_ERROR.exc = exc  # Python calls __getattr__ next, which raises it
+            raise
 
     def __getattr__(self, name: str):  # stops nn.Module.__getattr__ from being consulted
+        exc = getattr(_LAST_ATTRIBUTE_ERROR, "exc", None)
+        _LAST_ATTRIBUTE_ERROR.exc = None
+        if exc is not None:
+            raise exc
         raise AttributeError(name)
 
     def __setattr__(self, name: str, value) -> None:
@@ -283,6 +291,7 @@ class Proxy:
             pass
 
 
+_LAST_ATTRIBUTE_ERROR = threading.local()
 _LOCAL_NAMES = frozenset({"__class__", "__dict__", "__weakref__", "__reduce_ex__", "__reduce__",
                           "__getstate__", "__setstate__", "__init_subclass__", "__subclasshook__"})
 
@@ -960,10 +969,14 @@ def _rebuild_exc(payload: dict, peer: Peer) -> BaseException:
             cls = _EXC_CLASSES[(own, base)] = type(payload["name"].rpartition(".")[2], (base,),
                                                    {"__module__": payload["module"], "__qualname__": payload["name"],
                                                     "__str__": lambda self: self._rp_msg})
-    try:
-        exc = cls.__new__(cls)
-        exc.args = payload["args"]
-    except Exception:  # noqa: BLE001
+    exc = None
+    for args in (payload["args"], (payload["msg"],)):
+        try:  # through __init__: C-level fields (StopIteration.value, OSError.errno) are set
+            exc = cls(*args)
+            break
+        except Exception:  # noqa: BLE001
+            continue
+    if exc is None:
         exc = Exception(payload["msg"])
     try:
         exc._rp_msg = payload["msg"]
@@ -1047,7 +1060,8 @@ class _Bridge(torch.autograd.Function):
     def forward(ctx, state, *inputs):
         peer, target, name, args, kwargs = state["call"]
         value, more = peer.request("call", (target, name, args, kwargs), {"grad": True, "track": True}, extra=True)
-        raw = _flat_tensors(value)
+        sent = state["sent_ref"].get("tensors", [])
+        raw = [t for t in _flat_tensors(value) if not any(t is s for s in sent)]  # new tensors only
         outs = [o.detach() for o in raw]
         value = _replace_tensors(value, {id(o): n for o, n in zip(raw, outs)})
         mask = more.get("diff", [False] * len(outs))
@@ -1281,22 +1295,40 @@ def _set_pdeathsig() -> None:
 
 
 class _Zygote:
-    """A process that imported torch once and forks workers on request."""
+    """A process that forks workers on request: a fork of the judge itself, taken before any test
+    runs (torch and the reference are already imported there, so a worker starts in
+    milliseconds); where the judge cannot fork, a spawned ``python -m conformance.worker zygote``."""
 
-    def __init__(self, tmpdir: str):
+    def __init__(self, tmpdir: str, fork: bool = True):
         self.lock = threading.Lock()
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock = parent
         self.diag = os.path.join(tmpdir, "zygote.log")
-        with open(self.diag, "wb") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "conformance.worker", "zygote", str(child.fileno())],
-                pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                stderr=log, start_new_session=True, env=_worker_env(), cwd=os.getcwd())
+        self.proc = None
+        self.pid = None
+        if fork:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:  # the zygote: never returns into the judge's code
+                try:
+                    parent.close()
+                    os.setsid()
+                    from conformance import worker
+                    worker.zygote_loop(child)
+                finally:
+                    os._exit(70)
+            self.pid = pid
+        else:
+            with open(self.diag, "wb") as log:
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-m", "conformance.worker", "zygote", str(child.fileno())],
+                    pass_fds=[child.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    stderr=log, start_new_session=True, env=_worker_env(), cwd=os.getcwd())
+            self.pid = self.proc.pid
         child.close()
         self.ready = False
         self.broken = False
-        self.started = time.monotonic()
 
     def _await_ready(self) -> None:
         if self.ready:
@@ -1339,11 +1371,14 @@ class _Zygote:
             self.sock.close()
         finally:
             try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
+                os.killpg(self.pid, signal.SIGKILL)
             except OSError:
                 pass
             try:
-                self.proc.wait(5)
+                if self.proc is not None:
+                    self.proc.wait(5)
+                else:
+                    os.waitpid(self.pid, 0)
             except Exception:  # noqa: BLE001
                 pass
 
@@ -1376,7 +1411,7 @@ class _Pool:
     def prestart(self) -> None:
         if self.zygote is None and _can_fork():
             try:
-                self.zygote = _Zygote(self.tmpdir)
+                self.zygote = _Zygote(self.tmpdir, fork=os.environ.get("INFERSPEC_ZYGOTE") != "spawn")
             except Exception:  # noqa: BLE001
                 self.zygote = None
 

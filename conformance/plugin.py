@@ -329,7 +329,7 @@ class _Session:
                 if self.config.getoption("memory"):
                     cmd += ["--memory", f"{self.config.getoption('memory'):g}"]
                 if self.config.getoption("timeout", None):
-                    cmd += ["--timeout", f"{self.config.getoption('timeout')}"]
+                    cmd += ["--timeout", f"{float(self.config.getoption('timeout')):g}"]
         return shlex.join(cmd)
 
     @pytest.hookimpl(wrapper=True)

@@ -143,6 +143,8 @@ def failure_record(exc: BaseException, nodeid: str, reproduce: str, longrepr: st
     first = failures[0]
     if len(failures) > 1:
         error = f"{len(failures)} distinct failures:\n" + "\n".join(f"  {f['error']}" for f in failures)
+    elif getattr(leaves[0], "verdict", None) is not None:  # a submission's worker died: its own words
+        error = first["message"]
     else:
         body = first["message"].strip().splitlines()
         error = f"{_type_name(leaves[0])}: " + "\n".join(body[:6]) if body else first["error"]
@@ -255,6 +257,16 @@ def _names(names: list[str]) -> str:
     return ", ".join(names)
 
 
+def _short_test(nodeid: str, impl: str) -> str:
+    """``test_x[impl-case]`` -> ``test_x[case]``, ``test_x[impl]`` -> ``test_x``: the column says the impl."""
+    name = nodeid.split("::")[-1]
+    head, sep, params = name.partition("[")
+    if not sep:
+        return name
+    parts = [p for p in params.rstrip("]").split("-") if p != impl]
+    return f"{head}[{'-'.join(parts)}]" if parts else head
+
+
 def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     if cell is None:
         return "-"
@@ -263,8 +275,7 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     if status == "not implemented" and impl == "optimized" and c is not None and not c.has_optimized:
         return "n/a (reference only)"
     if cell.verdict:
-        test = cell.verdict_test.split("::")[-1]
-        return f"{cell.verdict} in {test}"
+        return f"{cell.verdict} in {_short_test(cell.verdict_test, impl)}"
     if status in ("passed", "partial"):
         extra = ""
         if cell.missing:
@@ -275,7 +286,7 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
         only = ", only bad-input tests passed" if cell.only_bad_input else ""
         return f"{status} ({cell.passed}{skipped}{only}{extra})"
     if status == "failed":
-        return f"FAILED {cell.first_failure.test.split('::')[-1] if cell.first_failure else ''}"
+        return f"FAILED {_short_test(cell.first_failure.test, impl) if cell.first_failure else ''}"
     if status == "not implemented":
         return "not implemented (stubbed)" if cell.stubbed and not cell.missing else "not implemented"
     return f"skipped ({cell.skip_reasons[0][:40]})" if cell.skip_reasons else "skipped"
@@ -308,7 +319,7 @@ def print_table(results: Results, terminalreporter=None, file=None) -> None:
         if cell.first_failure is None:
             continue
         f = cell.first_failure
-        console.print(f"[bold red]{concept} / {impl}[/]: first failure [bold]{f.test}[/]")
+        console.print(f"[bold red]{concept} / {impl}[/]: first failure [bold]{f.test}[/]", soft_wrap=True)
         # Everything below is printed as is: never wrapped, never parsed as markup.
         console.print("  " + "\n  ".join(f.error.splitlines()[:8]), markup=False, soft_wrap=True)
         examples = [x for x in f.failures if x.get("example")] or ([{"example": f.example}] if f.example else [])

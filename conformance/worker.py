@@ -352,12 +352,22 @@ def serve(rfd: int, wfd: int, config: dict) -> None:
 
 
 def zygote(fd: int) -> None:
-    """Import what every worker needs once; fork a worker per request."""
+    """A spawned zygote: import what every worker needs once, then fork a worker per request."""
     _set_pdeathsig()
     sock = socket.socket(fileno=fd)
     import numpy  # noqa: F401
     import reference  # noqa: F401
     from conformance import loader  # noqa: F401
+    zygote_loop(sock)
+
+
+def zygote_loop(sock: socket.socket) -> None:
+    """Fork a worker per request on ``sock``; report exit codes. Never returns."""
+    _set_pdeathsig()
+    import signal
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
+        signal.signal(sig, signal.SIG_DFL)
+    import reference  # noqa: F401  (a fork of the judge has it already)
     sock.send(json.dumps({"ready": True}).encode())
     while True:
         try:

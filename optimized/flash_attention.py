@@ -536,6 +536,14 @@ def _scale(scale, head_dim):
     return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
 
 
+def _signed(k, scale):
+    """(k, scale) with scale >= 0: the forward kernel's unmasked loop takes each row's max before
+    scaling (max(qk) * scale, one multiply saved per score), which is the max only for scale >= 0.
+    A negative scale is applied as q.(-k) * |scale|, the same scores exactly (negation is exact);
+    autograd carries dk back through the negation."""
+    return (-k, -scale) if scale < 0 else (k, scale)
+
+
 def attention(q, k, v, *, causal: bool = False, window: int | None = None,
               scale: float | None = None, return_lse: bool = False):
     """reference.attention.attention, computed by the FlashAttention-2 kernels (module doc)."""
@@ -543,8 +551,8 @@ def attention(q, k, v, *, causal: bool = False, window: int | None = None,
     if not kernel_supports(q) or min(q.numel(), k.numel()) == 0:
         return _reference_attention(q, k, v, causal=causal, window=window, scale=scale,
                                     return_lse=return_lse)
-    out, lse = _FlashAttentionFn.apply(q, k, v, None, None, 0, 0, bool(causal), window,
-                                       _scale(scale, q.shape[-1]))
+    k, scale = _signed(k, _scale(scale, q.shape[-1]))
+    out, lse = _FlashAttentionFn.apply(q, k, v, None, None, 0, 0, bool(causal), window, scale)
     return (out, lse) if return_lse else out
 
 
@@ -559,8 +567,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = Fals
     max_q, max_k = int((cq[1:] - cq[:-1]).max()), int((ck[1:] - ck[:-1]).max())
     cu_q = cu_seqlens_q.to(device=q.device, dtype=torch.int32)
     cu_k = cu_seqlens_k.to(device=q.device, dtype=torch.int32)
+    k, scale = _signed(k, _scale(scale, q.shape[-1]))
     out, lse = _FlashAttentionFn.apply(q, k, v, cu_q, cu_k, max(max_q, 1), max(max_k, 1), bool(causal),
-                                       window, _scale(scale, q.shape[-1]))
+                                       window, scale)
     return (out, lse) if return_lse else out
 
 

@@ -16,6 +16,14 @@ Masking (which keys j a query i may see):
                 this is Mistral-style local attention (Mistral's sliding_window W is window=W-1).
 A query that sees no key (a *fully masked row*) outputs 0 and has lse = -inf; it never yields NaN.
 
+Arguments and their edges. Defaults: ``causal=False``, ``window=None`` (no window),
+``scale=None`` meaning exactly ``1 / sqrt(head_dim)``, ``return_lse=False`` (out alone); omitting
+an argument is the same as passing its default. ``scale`` is any finite real: 0 gives every
+visible key the same weight (out = the mean of the visible values, lse = log of their count) and a
+negative scale is the softmax of the negated scores. ``window=0`` sees only the query's own
+position. Empty is legal: q_len 0, batch 0 or q_heads 0 give empty results, kv_len 0 makes every
+row fully masked. head_dim must be >= 1.
+
 Heads: MHA (q_heads == kv_heads), GQA (q_heads a multiple of kv_heads: query head h reads KV
 head h // (q_heads // kv_heads)) and MQA (kv_heads == 1). Callers never repeat K/V themselves.
 
@@ -50,6 +58,8 @@ def check_attention_inputs(q, k, v, window=None, scale=None) -> None:
         raise ValueError(f"q batch ({q.shape[0]}) != k batch ({k.shape[0]})")
     if q.shape[3] != k.shape[3]:
         raise ValueError(f"q head_dim ({q.shape[3]}) != k head_dim ({k.shape[3]})")
+    if q.shape[3] == 0:
+        raise ValueError("head_dim of q, k, v must be >= 1, got 0")
     if k.shape[1] == 0 or q.shape[1] % k.shape[1] != 0:
         raise ValueError(f"q heads ({q.shape[1]}) must be a multiple of k heads ({k.shape[1]})")
     check_int("window", window, minimum=0, allow_none=True)
@@ -75,8 +85,8 @@ def attention(q, k, v, *, causal: bool = False, window: int | None = None,
     Returns ``out`` (q's shape and dtype) or ``(out, lse)`` with ``lse`` (batch, q_heads, q_len).
     Bad input raises, the message naming the argument: ``TypeError`` for a wrong kind of value
     (q, k, v not tensors, not floating, dtypes differing; window not an int; scale not a real),
-    ``ValueError`` for an illegal one (rank != 4, shapes that do not fit together, window < 0,
-    scale not finite).
+    ``ValueError`` for an illegal one (rank != 4, shapes that do not fit together, head_dim 0,
+    window < 0, scale not finite).
     """
     check_attention_inputs(q, k, v, window, scale)
     batch, q_heads, q_len, head_dim = q.shape
@@ -109,7 +119,9 @@ def attention_tiled(q, k, v, *, causal: bool = False, window: int | None = None,
     row max ``m``, a running denominator ``l`` and an unnormalised accumulator ``acc``. When a new
     tile raises the max from ``m`` to ``m_new``, everything accumulated so far is rescaled by
     ``exp(m - m_new)`` (the step a buggy kernel forgets). The full (q_len, kv_len) score matrix is
-    never formed: this is what makes FlashAttention an IO result, not a new formula.
+    never formed: this is what makes FlashAttention an IO result, not a new formula. Tile sizes
+    are ints >= 1, 16 by default; any sizes give the same function (the last tile of a length that
+    is not a multiple is ragged).
     """
     check_attention_inputs(q, k, v, window, scale)
     check_int("block_q", block_q, minimum=1)

@@ -63,6 +63,48 @@ MUTANTS = [
           "                l = l + p.sum(dim=-1)\n"
           "                pv = torch.matmul(p.to(v.dtype), vh[:, j0:j0 + block_k]).to(acc_dtype)\n"
           "                acc = acc + pv\n"),
+    Patch("window_off_by_one",
+          "Left window one key short: key j visible only if j > p_i - window (not >=), so window w "
+          "sees w - 1 keys to the left and window=0 sees nothing.",
+          REF,
+          "        mask &= pos_k >= pos_q - window\n",
+          "        mask &= pos_k > pos_q - window\n"),
+    Patch("window_zero_is_none",
+          "`if window:` instead of `if window is not None:`: window=0 (only the query's own "
+          "position) is taken for 'no window'.",
+          REF,
+          "    if window is not None:\n",
+          "    if window:\n"),
+    Patch("scale_zero_is_default",
+          "`scale or 1/sqrt(head_dim)`: a scale of 0 (legal: uniform weights) is replaced by the "
+          "default scale.",
+          REF,
+          "    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)\n    acc = ",
+          "    scale = float(scale or 1.0 / math.sqrt(head_dim))\n    acc = "),
+    Patch("default_causal_true",
+          "The documented default causal=False changed to True (as in many decoder-only code "
+          "bases): every call that passes causal explicitly is right, a call that omits it is not.",
+          REF,
+          "def attention(q, k, v, *, causal: bool = False,",
+          "def attention(q, k, v, *, causal: bool = True,"),
+    Patch("decode_lse_squeezed",
+          "lse squeezed on its last axis: right for prefill, but a single query (q_len 1, decode) "
+          "gets lse of shape (batch, q_heads) instead of (batch, q_heads, 1).",
+          REF,
+          "    lse = lse.reshape(batch, q_heads, q_len)\n",
+          "    lse = lse.reshape(batch, q_heads, q_len).squeeze(-1)\n"),
+    Patch("empty_keys_crash",
+          "Row max taken with amax before the log-sum-exp (a common way to write a stable "
+          "softmax): fine for any key, but kv_len 0 (legal: every row fully masked) raises.",
+          REF,
+          "    lse = torch.logsumexp(scores, dim=-1)  ",
+          "    row_max = scores.amax(dim=-1)\n    lse = torch.logsumexp(scores, dim=-1)  "),
+    Patch("tiled_drops_ragged_tail",
+          "The tiled form walks only whole key tiles (range(0, kv_len - block_k + 1, block_k)): "
+          "right when kv_len is a multiple of block_k, the last keys are dropped otherwise.",
+          REF,
+          "            for j0 in range(0, kv_len, block_k):\n",
+          "            for j0 in range(0, kv_len - block_k + 1, block_k):\n"),
     Replace("cached_result",
             "Memoises results by input shape and options (a \"plan cache\" gone wrong): the second "
             "call with the same shapes returns the first call's output.",

@@ -1,4 +1,5 @@
-"""Independent oracles: computations written differently from the reference, in float64."""
+"""Independent oracles, written differently from the reference, in float64; and the magnitudes
+that set the rounding floor of attention's outputs (conformance/tolerance.py, ``floor_from``)."""
 from __future__ import annotations
 
 import math
@@ -7,26 +8,65 @@ import torch
 
 
 def attention_brute_force(q, k, v, *, causal=False, window=None, scale=None):
-    """Float64 attention one query position at a time, visible keys listed with Python ints and
-    K/V heads materialised by repeat. Returns (out, lse) in float64 on the CPU."""
-    q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+    """Float64 attention written apart from the reference: the keys each query sees are listed
+    with Python ints (query i at position i + kv_len - q_len), K/V heads are materialised by
+    repeat, the softmax is an explicit max / exp / sum. Returns (out, lse) in float64 on the
+    inputs' device (a GPU run computes its oracle on the GPU: no per-example work on the host)."""
+    q, k, v = (t.detach().to(torch.float64) for t in (q, k, v))
     batch, q_heads, q_len, head_dim = q.shape
     kv_heads, kv_len = k.shape[1], k.shape[2]
     k = k.repeat_interleave(q_heads // kv_heads, dim=1)
     v = v.repeat_interleave(q_heads // kv_heads, dim=1)
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
-    out = torch.zeros(batch, q_heads, q_len, head_dim, dtype=torch.float64)
-    lse = torch.full((batch, q_heads, q_len), -math.inf, dtype=torch.float64)
-    for i in range(q_len):
-        pos = i + kv_len - q_len
-        keys = [j for j in range(kv_len)
-                if (not causal or j <= pos) and (window is None or j >= pos - window)]
-        if not keys:
-            continue
-        s = torch.einsum("bhd,bhjd->bhj", q[:, :, i], k[:, :, keys]) * scale
-        m = s.max(dim=-1, keepdim=True).values
-        w = torch.exp(s - m)
-        denom = w.sum(dim=-1, keepdim=True)
-        out[:, :, i] = torch.einsum("bhj,bhjd->bhd", w / denom, v[:, :, keys])
-        lse[:, :, i] = (m + torch.log(denom)).squeeze(-1)
+    visible = [[(not causal or j <= i + kv_len - q_len) and (window is None or j >= i + kv_len - q_len - window)
+                for j in range(kv_len)] for i in range(q_len)]
+    visible = torch.tensor(visible, dtype=torch.bool, device=q.device).reshape(q_len, kv_len)
+    s = torch.einsum("bhid,bhjd->bhij", q, k) * scale
+    s = torch.where(visible, s, -math.inf)
+    m = s.amax(dim=-1, keepdim=True) if kv_len else s.new_full((batch, q_heads, q_len, 1), -math.inf)
+    m = torch.where(torch.isfinite(m), m, 0.0)                   # a row that sees no key
+    w = torch.exp(s - m)                                          # 0 where not visible
+    denom = w.sum(dim=-1, keepdim=True)
+    out = torch.einsum("bhij,bhjd->bhid", w / torch.where(denom > 0, denom, 1.0), v)
+    lse = torch.where(denom > 0, m + torch.log(denom), -math.inf).squeeze(-1)
     return out, lse
+
+
+# ------------------------------------------------------------------ rounding-floor magnitudes
+# A correct implementation's error on out_i = sum_j p_ij v_j comes mostly from the scores: a score
+# s_ij is rounded at the magnitude of the dot product that makes it, |scale| sum_d |q_id k_jd|,
+# not at the magnitude of out (a query over a few keys with large scores has |out| ~ 1 but score
+# errors of ulp(30)), and that error reaches out through the values: d out_i = sum_j p_ij ds_ij
+# (v_j - out_i). So the floor of out is taken at S * rms(v) (S the largest score magnitude), and
+# never below out's own magnitude; the floor of lse (|lse| <= S + log kv_len) at S + log kv_len.
+# Torch's own SDPA, wrapped as a submission, failed the output-magnitude floor in about 2 of
+# 4,000 single-query float32 cases (spec_tests/attention/third_party.py; docs/suite-power.md).
+
+def score_magnitude(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> float:
+    """max_ij |scale| * sum_d |q_id k_jd| over every (query, key) pair of a head and its KV head
+    (masked pairs included: an upper bound). q (..., q_heads, q_len, d), k (..., kv_heads, kv_len, d)."""
+    if q.numel() == 0 or k.numel() == 0:
+        return 0.0
+    q, k = q.detach().to(torch.float64).abs(), k.detach().to(torch.float64).abs()
+    k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else abs(float(scale))
+    return float((q @ k.transpose(-1, -2)).max()) * scale
+
+
+def out_floor_from(q, k, v, scale, oracle_out: torch.Tensor) -> torch.Tensor:
+    """``floor_from`` for attention outputs: the larger of S * rms(v) and max |out|."""
+    rms_v = float(v.detach().to(torch.float64).pow(2).mean().sqrt()) if v.numel() else 0.0
+    return torch.cat([oracle_out.detach().to("cpu", torch.float64).reshape(-1),
+                      torch.tensor([score_magnitude(q, k, scale) * rms_v], dtype=torch.float64)])
+
+
+def lse_floor_from(q, k, scale) -> torch.Tensor:
+    """``floor_from`` for lse: S + log(kv_len), a bound on |lse| and the scale its rounding is at."""
+    kv_len = k.shape[-2]
+    return torch.tensor([score_magnitude(q, k, scale) + math.log(max(kv_len, 1))], dtype=torch.float64)
+
+
+def packed_as_batch(t: torch.Tensor) -> torch.Tensor:
+    """(total, heads, d) -> (1, heads, total, d): a packed batch as one sequence, so the
+    magnitudes above (an upper bound over every pair, across sequences too) apply to it."""
+    return t.transpose(0, 1).unsqueeze(0)

@@ -30,4 +30,57 @@ MUTANTS = [
           "end of the unmasked stretch up instead of down, so the zero-filled keys past the sequence "
           "end enter the softmax with score 0. Right whenever kv_len is a multiple of the tile size.",
           KERNEL, "full_hi = (seq_k // BLOCK_N) * BLOCK_N", "full_hi = tl.cdiv(seq_k, BLOCK_N) * BLOCK_N"),
+    Patch("q_tiles_off_by_one",
+          "Query tiles counted as seq_q // BLOCK_M + 1 instead of cdiv(seq_q, BLOCK_M): the same "
+          "whenever seq_q is not a multiple of the query tile; when it is, the heaviest-first tile "
+          "order shifts by one and the first query tile is never computed (its rows are garbage).",
+          KERNEL, "n_blocks = tl.cdiv(seq_q, BLOCK_M)\n        if VARLEN:",
+          "n_blocks = seq_q // BLOCK_M + 1\n        if VARLEN:"),
+    Patch("window_first_tile_skipped",
+          "The key range of a query tile starts at the first key tile wholly inside the window "
+          "(lo rounded up): the keys of the window's partial first tile are dropped. Right only "
+          "when the window edge of the tile's first row falls on a key-tile boundary.",
+          KERNEL, "lo = (tl.maximum(start_m + diag - left, 0) // BLOCK_N) * BLOCK_N",
+          "lo = tl.cdiv(tl.maximum(start_m + diag - left, 0), BLOCK_N) * BLOCK_N"),
+    Patch("window_edge_tile_unmasked",
+          "The window-edge tile is run as an interior tile (full_lo rounded down instead of up): "
+          "keys left of the window leak into the softmax of the tile's later rows. Right only when "
+          "the window edge of the tile's last row falls on a key-tile boundary.",
+          KERNEL, "full_lo = tl.cdiv(tl.maximum(start_m + BLOCK_M - 1 + diag - left, 0), BLOCK_N) * BLOCK_N",
+          "full_lo = (tl.maximum(start_m + BLOCK_M - 1 + diag - left, 0) // BLOCK_N) * BLOCK_N"),
+    Patch("bwd_window_tile_unmasked",
+          "dK/dV kernel: the query tiles past a key tile's window reach are run unmasked (full_hi "
+          "rounded up): queries outside the window add to dK and dV. The forward is right.",
+          KERNEL, "full_hi = (tl.maximum(start_n + left - diag + 1, 0) // BLOCK_M) * BLOCK_M",
+          "full_hi = tl.cdiv(tl.maximum(start_n + left - diag + 1, 0), BLOCK_M) * BLOCK_M"),
+    Patch("delta_head_dim_unmasked",
+          "The backward's delta = rowsum(dO * O) loads O and dO without the head_dim mask: right "
+          "for a power-of-two head_dim (BLOCK_D == head_dim), the next row's values enter for "
+          "head_dim 24, 40, 96, ... (the gradients are wrong, the forward is right).",
+          KERNEL, "mask = (offs_m < seq_q)[:, None] & (offs_d < HEAD_DIM)[None, :]",
+          "mask = (offs_m < seq_q)[:, None] & (offs_d < BLOCK_D)[None, :]"),
+    Patch("negative_scale_max",
+          "A negative scale handed to the kernel as is: its unmasked loop takes each row's max "
+          "before scaling (max(qk) * scale), the row minimum when scale < 0, so exp overflows "
+          "and the output is NaN for a moderate score range (p is cast to fp16/bf16).",
+          KERNEL, "return (-k, -scale) if scale < 0 else (k, scale)", "return k, scale"),
+    Patch("scale_zero_is_default",
+          "`scale or 1/sqrt(head_dim)`: a scale of 0 (legal: uniform weights) gets the default scale.",
+          KERNEL, "return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)",
+          "return float(scale or 1.0 / math.sqrt(head_dim))"),
+    Patch("window_zero_is_none",
+          "`if window` instead of `is None`: window=0 (each query sees only its own position) is "
+          "run as no window.",
+          KERNEL, "(NONE if window is None else min(int(window), NONE))",
+          "(min(int(window), NONE) if window else NONE)"),
+    Patch("module_default_causal",
+          "FlashAttention.forward defaults to causal=True (the documented default is False): "
+          "every call that passes causal is right, one that omits it is not.",
+          KERNEL, "def forward(self, q, k, v, *, causal: bool = False,",
+          "def forward(self, q, k, v, *, causal: bool = True,"),
+    Patch("varlen_grid_last_sequence",
+          "The varlen grid is sized for the last sequence (cu[-1] - cu[-2]) instead of the "
+          "longest: query tiles of a longer earlier sequence are never computed.",
+          KERNEL, "max_q, max_k = int((cq[1:] - cq[:-1]).max()), int((ck[1:] - ck[:-1]).max())",
+          "max_q, max_k = int(cq[-1] - cq[-2]), int(ck[-1] - ck[-2])"),
 ]

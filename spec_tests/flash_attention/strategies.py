@@ -1,4 +1,4 @@
-"""Strategies for FlashAttention's packed (variable-length) batches."""
+"""Strategies for FlashAttention's packed (variable-length) batches (padded cases: spec_tests/attention/strategies.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,6 +7,7 @@ import torch
 from hypothesis import strategies as st
 
 from conformance.strategies import DTYPES, randn, seeds
+from spec_tests.attention.strategies import TILES, scales, seq_lens, windows
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,17 @@ class VarlenCase:
 
 @st.composite
 def varlen_cases(draw, *, dtypes=("float16", "bfloat16"), max_len: int = 40, max_seqs: int = 3,
-                 head_dims=(16, 32), groups=(1, 2, 4, 8), max_kv_heads: int = 2):
+                 head_dims=(8, 16, 32), groups=(1, 2, 4, 8), max_kv_heads: int = 2, tiles=TILES):
+    """Packed batches whose sequence lengths lie on the kernel's tile edges half the time
+    (spec_tests/attention/strategies.py), empty sequences included."""
     n = draw(st.integers(1, max_seqs))
-    q_lens = tuple(draw(st.lists(st.integers(0, max_len), min_size=n, max_size=n)))
+    q_lens = tuple(draw(st.lists(seq_lens(0, max_len, tiles), min_size=n, max_size=n)))
     same = draw(st.booleans())  # self-attention (q_len == kv_len) or not, per batch
-    kv_lens = q_lens if same else tuple(draw(st.lists(st.integers(0, max_len), min_size=n, max_size=n)))
+    kv_lens = q_lens if same else tuple(draw(st.lists(seq_lens(0, max_len, tiles), min_size=n, max_size=n)))
     kv_heads = draw(st.integers(1, max_kv_heads))
+    longest = max(range(n), key=lambda b: q_lens[b])
     return VarlenCase(
         q_lens=q_lens, kv_lens=kv_lens, q_heads=kv_heads * draw(st.sampled_from(groups)),
         kv_heads=kv_heads, head_dim=draw(st.sampled_from(head_dims)), causal=draw(st.booleans()),
-        window=draw(st.one_of(st.none(), st.integers(0, max_len))), dtype=draw(st.sampled_from(dtypes)),
-        seed=draw(seeds), scale=draw(st.one_of(st.none(), st.floats(0.05, 1.0))))
+        window=draw(windows(q_lens[longest], kv_lens[longest], max_len, tiles)),
+        dtype=draw(st.sampled_from(dtypes)), seed=draw(seeds), scale=draw(scales))

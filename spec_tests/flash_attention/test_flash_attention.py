@@ -12,8 +12,15 @@ and lse within 2x the reference's own error in the same dtype + the rounding flo
 The sweep is FlashAttention's own: ragged lengths, q_len != kv_len both ways (bottom-right
 causal), sliding windows, GQA ratios 1/2/4/8, fully masked rows, packed batches with empty
 sequences. On CPU the optimized implementation runs its real Triton kernels under the
-interpreter, so these cases are small (plus three odd lengths, 113 and 203); the long ones
-(up to 2049) run natively on a GPU (``gpu``) or on CPU with ``--run-slow``.
+interpreter, so these cases are small: lengths up to 65 drawn on the kernel's tile edges half the
+time (two and more tiles in every dimension in about a third of the examples), windows whose edge
+falls on a key-tile boundary, head_dim 8 to 64 (plus pinned 24, 40 and 256), scales 0 and negative
+(spec_tests/attention/strategies.py); plus three odd lengths, 113 and 203. The long ones (up to
+2049) run natively on a GPU (``gpu``) or on CPU with ``--run-slow``.
+
+The rounding floor of out is taken at the scores' magnitude times the values', that of lse at the
+scores' (spec_tests/attention/oracles.py). Pinned examples name the mutant
+(spec_tests/flash_attention/mutants.py) each one catches.
 """
 from __future__ import annotations
 
@@ -26,6 +33,7 @@ from hypothesis import example, given, settings, strategies as st
 from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.strategies import LOW_PRECISION as LOW, randn
 from conformance.tolerance import assert_close_to_oracle, assert_metamorphic
+from spec_tests.attention.oracles import lse_floor_from, out_floor_from, packed_as_batch
 from spec_tests.attention.strategies import AttnCase, attn_cases
 from spec_tests.flash_attention.strategies import VarlenCase, varlen_cases
 
@@ -43,16 +51,27 @@ def _pin(*cases):
     return deco
 
 
-# Cases every run starts with (explicit examples run first, so a planted bug fails fast).
+# Cases every run starts with (explicit examples run first, so a planted bug fails fast); the
+# mutant each one catches. The interpreter's tiles are 32 queries x 16 keys (dK/dV: 16 x 32).
 PINNED = (
-    AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1),     # GQA 2x2, ragged key tail, 3 tiles
-    AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2),     # causal diagonal
-    AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3),         # MQA, causal + window, q < kv
-    AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4),       # q > kv: 11 fully masked rows
+    AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1),     # GQA 2x2, ragged key tail, 3 tiles: unmasked_tail, gqa_wrong_kv_head
+    AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2),     # causal diagonal: causal_off_by_one
+    AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3),         # MQA, causal + window, q < kv: window_edge_tile_unmasked
+    AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4),       # q > kv: 11 fully masked rows: causal_off_by_one
+    AttnCase(1, 2, 1, 64, 64, 32, True, None, "bfloat16", 5),     # two full query tiles: q_tiles_off_by_one
+    AttnCase(1, 2, 2, 48, 65, 16, True, 33, "float16", 6),        # window edge 1 past a key tile: window_first_tile_skipped
+    AttnCase(1, 2, 1, 5, 32, 16, False, None, "float16", 7, -0.25),  # negative scale, whole key tiles: negative_scale_max
+    AttnCase(1, 2, 1, 9, 17, 16, True, None, "bfloat16", 8, 0.0),  # scale 0: scale_zero_is_default
+    AttnCase(1, 4, 2, 17, 20, 8, False, 0, "float16", 9),         # window 0, head_dim 8: window_zero_is_none
+    AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 10),       # q_len 1, kv_len 1: causal_off_by_one
+    AttnCase(1, 2, 1, 18, 33, 256, True, None, "float16", 11),    # the largest head_dim: causal_off_by_one
+    AttnCase(1, 2, 1, 19, 24, 40, True, None, "bfloat16", 12),    # head_dim 40 (BLOCK_D 64): causal_off_by_one
 )
 VARLEN_PINNED = (
-    VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6),
-    VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7),
+    VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6),       # unmasked_tail
+    VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7),        # window_edge_tile_unmasked
+    VarlenCase((64, 3), (64, 3), 2, 1, 16, True, None, "float16", 8),               # longest first: varlen_grid_last_sequence
+    VarlenCase((33, 16), (48, 31), 2, 2, 24, True, 17, "bfloat16", 9),              # head_dim 24, window: delta_head_dim_unmasked, bwd_window_tile_unmasked
 )
 
 
@@ -85,6 +104,18 @@ def _run_varlen(impl, q, k, v, cu_q, cu_k, kwargs, grad_out=None, grad_lse=None)
     return out.detach(), lse.detach(), [x.grad for x in xs]
 
 
+def _out_floor(q, k, v, scale, oracle, packed=False):
+    if packed:
+        q, k, v = (packed_as_batch(t) for t in (q, k, v))
+    return out_floor_from(q, k, v, scale, oracle)
+
+
+def _lse_floor(q, k, scale, packed=False):
+    if packed:
+        q, k = packed_as_batch(q), packed_as_batch(k)
+    return lse_floor_from(q, k, scale)
+
+
 def _check_grads(got, ref, oracle, inputs):
     floor_from = torch.cat([g.detach().reshape(-1).cpu() for g in oracle])
     for name, a, r, o in zip(("dq", "dk", "dv"), got, ref, oracle):
@@ -99,7 +130,7 @@ def _grad_out(shape, seed, device):
 # ------------------------------------------------------------------------------ forward
 @_pin(*PINNED)
 @settings(max_examples=_scaled(20))
-@given(case=attn_cases(dtypes=LOW, max_len=48, head_dims=(16, 32, 64), groups=(1, 2, 4, 8)))
+@given(case=attn_cases(dtypes=LOW, max_len=65, head_dims=(8, 16, 32, 64), groups=(1, 2, 4, 8), max_work=64))
 def test_forward_matches_oracle(impl, reference, device, case):
     """FlashAttention()(q, k, v) (padded) and attention_varlen on the same batch packed: out and
     lse within 2x the reference's own error of the float64 oracle."""
@@ -109,7 +140,8 @@ def test_forward_matches_oracle(impl, reference, device, case):
     out, _ = _run_module(impl, q, k, v, kw)
     ref, _ = _run_module(reference, q, k, v, kw)
     oracle, _ = _run_module(reference, q.double(), k.double(), v.double(), kw)
-    assert_close_to_oracle(out, ref, oracle, name="FlashAttention out", inputs=inputs)
+    assert_close_to_oracle(out, ref, oracle, name="FlashAttention out", inputs=inputs,
+                           floor_from=_out_floor(q, k, v, case.scale, oracle))
 
     # The same batch packed end to end: every sequence has q_len queries and kv_len keys.
     cu_q = VarlenCase.cumulative([case.q_len] * case.batch).to(device)
@@ -118,15 +150,17 @@ def test_forward_matches_oracle(impl, reference, device, case):
     out_v, lse_v, _ = _run_varlen(impl, *packed, cu_q, cu_k, kw)
     ref_v, ref_lse, _ = _run_varlen(reference, *packed, cu_q, cu_k, kw)
     o_v, o_lse, _ = _run_varlen(reference, *[t.double() for t in packed], cu_q, cu_k, kw)
-    assert_close_to_oracle(out_v, ref_v, o_v, name="attention_varlen out", inputs=inputs)
+    assert_close_to_oracle(out_v, ref_v, o_v, name="attention_varlen out", inputs=inputs,
+                           floor_from=_out_floor(q, k, v, case.scale, o_v))
     assert lse_v.dtype == torch.float32, f"lse must be float32, got {lse_v.dtype}"
-    assert_close_to_oracle(lse_v, ref_lse, o_lse, name="attention_varlen lse", inputs=inputs)
+    assert_close_to_oracle(lse_v, ref_lse, o_lse, name="attention_varlen lse", inputs=inputs,
+                           floor_from=_lse_floor(q, k, case.scale))
 
 
 # ----------------------------------------------------------------------------- backward
-@_pin(PINNED[0], PINNED[2])
+@_pin(PINNED[0], PINNED[2], AttnCase(1, 2, 1, 40, 35, 16, False, 21, "float16", 13))  # bwd_window_tile_unmasked
 @settings(max_examples=_scaled(6))
-@given(case=attn_cases(dtypes=LOW, max_len=40, head_dims=(16, 32), groups=(1, 2, 4, 8)))
+@given(case=attn_cases(dtypes=LOW, max_len=48, head_dims=(8, 16, 32), groups=(1, 2, 4, 8), max_work=24))
 def test_backward_matches_oracle(impl, reference, device, case):
     """dq, dk, dv of FlashAttention()(q, k, v) within 3x the reference's own gradient error; for
     GQA, dk/dv sum over the query heads of each group."""
@@ -157,8 +191,10 @@ def test_varlen_matches_oracle(impl, reference, device, case):
         assert torch.equal(t, b), f"attention_varlen modified its input {name}"
     ref, ref_lse, ref_g = _run_varlen(reference, q, k, v, cu_q, cu_k, kw, do, dl)
     o, o_lse, o_g = _run_varlen(reference, q.double(), k.double(), v.double(), cu_q, cu_k, kw, do, dl)
-    assert_close_to_oracle(out, ref, o, name="varlen out", inputs=inputs)
-    assert_close_to_oracle(lse, ref_lse, o_lse, name="varlen lse", inputs=inputs)
+    assert_close_to_oracle(out, ref, o, name="varlen out", inputs=inputs,
+                           floor_from=_out_floor(q, k, v, case.scale, o, packed=True))
+    assert_close_to_oracle(lse, ref_lse, o_lse, name="varlen lse", inputs=inputs,
+                           floor_from=_lse_floor(q, k, case.scale, packed=True))
     _check_grads(got, ref_g, o_g, inputs)
 
 
@@ -181,6 +217,47 @@ def test_fully_masked_rows(impl, device, case, extra):
     lse = lse.reshape(case.batch, case.q_len, case.q_heads)
     assert (lse[:, :extra] == -math.inf).all(), "fully masked rows must have lse = -inf"
     assert torch.isfinite(lse[:, extra:]).all()
+
+
+# ------------------------------------------------------------------------------ defaults
+MODULE_DEFAULTS = dict(causal=False, window=None, scale=None)
+VARLEN_DEFAULTS = dict(causal=False, window=None, scale=None, return_lse=False)
+
+
+def _equal(got, want) -> bool:
+    got, want = ((x,) if isinstance(x, torch.Tensor) else tuple(x) for x in (got, want))
+    return len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 41), omit=frozenset({"causal"}))  # module_default_causal
+@settings(max_examples=_scaled(6))
+@given(case=attn_cases(dtypes=LOW, max_len=24, head_dims=(16, 64), max_work=8),
+       omit=st.frozensets(st.sampled_from(sorted(VARLEN_DEFAULTS)), min_size=1))
+def test_omitted_arguments_mean_the_defaults(impl, device, case, omit):
+    """FlashAttention()(q, k, v) and attention_varlen without ``causal`` / ``window`` / ``scale``
+    (/ ``return_lse``) give, bit for bit, what passing the documented defaults gives (causal=False,
+    window=None, scale=None = 1/sqrt(head_dim), return_lse=False). Mutant: module_default_causal."""
+    q, k, v = case.tensors(device)
+    drawn = dict(case.kwargs, return_lse=case.seed % 2 == 1)
+    module = impl.get("flash_attention.FlashAttention")()
+    given_m = {n: x for n, x in drawn.items() if n in MODULE_DEFAULTS and n not in omit}
+    explicit_m = {**given_m, **{n: MODULE_DEFAULTS[n] for n in omit if n in MODULE_DEFAULTS}}
+    assert _equal(module(q, k, v, **given_m), module(q, k, v, **explicit_m)), (
+        f"FlashAttention: omitting {sorted(omit)} must mean the defaults\n  case: {case!r}")
+    if explicit_m["scale"] is None:
+        assert _equal(module(q, k, v, **explicit_m), module(q, k, v, **{**explicit_m, "scale": case.head_dim ** -0.5})), (
+            f"scale=None must mean 1/sqrt({case.head_dim})\n  case: {case!r}")
+    cu_q = VarlenCase.cumulative([case.q_len] * case.batch).to(device)
+    cu_k = VarlenCase.cumulative([case.kv_len] * case.batch).to(device)
+    packed = [_pack(t) for t in (q, k, v)]
+    fn = impl.get("flash_attention.attention_varlen")
+    given_v = {n: x for n, x in drawn.items() if n not in omit}
+    explicit_v = {**given_v, **{n: VARLEN_DEFAULTS[n] for n in omit}}
+    got = fn(*packed, cu_q, cu_k, **given_v)
+    if not explicit_v["return_lse"]:
+        assert isinstance(got, torch.Tensor), f"return_lse omitted must return out alone, got {type(got).__name__}"
+    assert _equal(got, fn(*packed, cu_q, cu_k, **explicit_v)), (
+        f"attention_varlen: omitting {sorted(omit)} must mean the defaults\n  case: {case!r}")
 
 
 # ---------------------------------------------------------------- the nn.Module drop-in
@@ -279,7 +356,12 @@ VARLEN_BAD = [
         ("cu_seqlens_q",)),
     Bad("sequence counts differ", _with(cu_seqlens_k=_cu(0, 7)), ValueError, ("cu_seqlens_k",)),
     Bad("negative window", dict(window=-1), ValueError, ("window",)),
+    Bad("bool window", dict(window=False), TypeError, ("window",)),
     Bad("inf scale", dict(scale=math.inf), ValueError, ("scale",)),
+    Bad("string scale", dict(scale="0.5"), TypeError, ("scale",)),
+    Bad("k dtype differs", _with(k=lambda kw: kw["k"].double()), TypeError, ("k",)),
+    Bad("head_dim 0", _with(q=lambda kw: kw["q"][..., :0], k=lambda kw: kw["k"][..., :0],
+                            v=lambda kw: kw["v"][..., :0]), ValueError, ("head_dim",)),
 ]
 
 
@@ -288,6 +370,30 @@ def test_varlen_rejects_bad_input(impl, device, bad):
     """Malformed packed input raises TypeError (wrong kind of value) or ValueError (illegal value)
     whose message names the argument; the rejected call leaves its tensors unchanged."""
     assert_rejects(impl.get("flash_attention.attention_varlen"), lambda: _valid_varlen(device), bad)
+
+
+def _valid_padded(device) -> dict:
+    """A valid FlashAttention() call: 4 query heads over 2 KV heads, 8 positions, head_dim 16."""
+    return dict(q=torch.randn(1, 4, 8, 16, device=device), k=torch.randn(1, 2, 8, 16, device=device),
+                v=torch.randn(1, 2, 8, 16, device=device))
+
+
+MODULE_BAD = [
+    Bad("q rank 3", _with(q=lambda kw: kw["q"][0]), ValueError, ("q",)),
+    Bad("k not a tensor", _with(k=lambda kw: kw["k"].tolist()), TypeError, ("k",)),
+    Bad("v dtype differs", _with(v=lambda kw: kw["v"].half()), TypeError, ("v",)),
+    Bad("heads not a multiple", _with(q=lambda kw: kw["q"][:, :3]), ValueError, ("q",)),
+    Bad("negative window", dict(window=-1), ValueError, ("window",)),
+    Bad("float window", dict(window=1.5), TypeError, ("window",)),
+    Bad("nan scale", dict(scale=math.nan), ValueError, ("scale",)),
+    Bad("string scale", dict(scale="1"), TypeError, ("scale",)),
+]
+
+
+@bad_cases(MODULE_BAD)
+def test_module_rejects_bad_input(impl, device, bad):
+    """FlashAttention()(q, k, v, ...) rejects what attention rejects, naming the argument."""
+    assert_rejects(impl.get("flash_attention.FlashAttention")(), lambda: _valid_padded(device), bad)
 
 
 # ------------------------------------------------------ long and odd lengths (GPU / slow)
@@ -313,7 +419,8 @@ def _check_long(impl, reference, device, case):
     out, got = _run_module(impl, q, k, v, case.kwargs, do)
     ref, ref_g = _run_module(reference, q, k, v, case.kwargs, do)
     o, o_g = _run_module(reference, q.double(), k.double(), v.double(), case.kwargs, do)
-    assert_close_to_oracle(out, ref, o, name="out", inputs=dict(case=case))
+    assert_close_to_oracle(out, ref, o, name="out", inputs=dict(case=case),
+                           floor_from=_out_floor(q, k, v, case.scale, o))
     _check_grads(got, ref_g, o_g, dict(case=case))
 
 
@@ -333,8 +440,8 @@ def test_varlen_long_gpu(impl, reference, device):
     out, lse, got = _run_varlen(impl, q, k, v, cu_q, cu_k, case.kwargs, do, dl)
     ref, ref_lse, ref_g = _run_varlen(reference, q, k, v, cu_q, cu_k, case.kwargs, do, dl)
     o, o_lse, o_g = _run_varlen(reference, q.double(), k.double(), v.double(), cu_q, cu_k, case.kwargs, do, dl)
-    assert_close_to_oracle(out, ref, o, name="varlen out")
-    assert_close_to_oracle(lse, ref_lse, o_lse, name="varlen lse")
+    assert_close_to_oracle(out, ref, o, name="varlen out", floor_from=_out_floor(q, k, v, None, o, packed=True))
+    assert_close_to_oracle(lse, ref_lse, o_lse, name="varlen lse", floor_from=_lse_floor(q, k, None, packed=True))
     _check_grads(got, ref_g, o_g, dict(case=case))
 
 

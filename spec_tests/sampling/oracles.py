@@ -36,6 +36,7 @@ class SamplingOracle:
     keep: torch.Tensor          # (batch, vocab) bool: the kept set (before underflow)
     ambiguous: str | None       # why the case is ambiguous, or None
     ambiguous_rows: tuple = ()  # per row: True where a decision of that row is ambiguous
+    z_tol: tuple = ()           # per row: the rounding budget of z = (x - max x) / T (0 if greedy)
 
 
 def _greater_than(z: torch.Tensor, chunk: int = 1024):
@@ -76,16 +77,17 @@ def sampling_oracle(case: SamplingCase) -> SamplingOracle:
     prompts, outputs = case.prompt_tokens, case.output_tokens
     probs = torch.zeros(case.batch, case.vocab, dtype=torch.float64)
     keep_all = torch.zeros(case.batch, case.vocab, dtype=torch.bool)
-    reasons = []
+    reasons, z_tol = [], []
     for r in range(case.batch):
-        reason = _row(case, r, logits[r].clone(), biases, prompts, outputs, probs, keep_all)
+        reason, tol = _row(case, r, logits[r].clone(), biases, prompts, outputs, probs, keep_all)
         reasons.append(reason)
+        z_tol.append(tol)
     why = next((w for w in reasons if w), None)
-    return SamplingOracle(probs, keep_all, why, tuple(w is not None for w in reasons))
+    return SamplingOracle(probs, keep_all, why, tuple(w is not None for w in reasons), tuple(z_tol))
 
 
-def _row(case, r, x, biases, prompts, outputs, probs, keep_all) -> str | None:
-    """Fill probs[r] and keep_all[r]; return why row r is ambiguous (or None)."""
+def _row(case, r, x, biases, prompts, outputs, probs, keep_all) -> tuple[str | None, float]:
+    """Fill probs[r] and keep_all[r]; return (why row r is ambiguous or None, its z budget)."""
     why = None
     mag = x.abs().clone()
     seen = set(prompts[r] if prompts else []) | set(outputs[r] if outputs else [])
@@ -110,9 +112,9 @@ def _row(case, r, x, biases, prompts, outputs, probs, keep_all) -> str | None:
         keep_all[r, first] = True
         if bool(((x < m) & (x >= m - err - REL * (1.0 + 2 * abs(m)))).any()):
             why = f"row {r}: a logit within rounding of the max (greedy)"
-        return why
+        return why, 0.0
     z = (x - m) / temp
-    tol_z = 2 * tol_x / temp
+    tol_z = 2 * tol_x / temp       # covers z = x / T - max(x / T) too (transformers', vLLM's order)
     e = torch.exp(z)
     vocab = case.vocab
     k, p, mp = case.row("top_k", r), case.row("top_p", r), case.row("min_p", r)
@@ -126,7 +128,14 @@ def _row(case, r, x, biases, prompts, outputs, probs, keep_all) -> str | None:
         ek = torch.where(keep_k, e, torch.zeros_like(e))
         above = _mass_above(z, ek) / ek.sum()        # mass strictly above z_t
         keep_p = above < p
-        near = keep_k & keep_m & ((above - p).abs() <= 1e-5 + 2 * tol_z)   # only where min-p keeps it
+        # within rounding of p: |above - p| <= 1e-5 + 2 tol_z, and p inside the range the mass can
+        # reach when every z moves by tol_z (its odds change by at most exp(2 tol_z): a mass of
+        # exactly 0 or 1 stays put even when a temperature just above 0 makes tol_z large)
+        g = math.exp(min(2 * tol_z, 700.0))
+        lo, hi = above / (above + (1 - above) * g), above * g / (above * g + (1 - above))
+        slack = 1e-5 + min(tol_z, 1e-5)
+        near = (keep_k & keep_m & ((above - p).abs() <= 1e-5 + 2 * tol_z)   # only where min-p keeps it
+                & (lo - slack <= p) & (p <= hi + slack) & (above > 0))    # nothing above: 0 < p exactly
         if bool(near.any()):
             why = why or f"row {r}: a top-p mass within rounding of p"
     if mp > 0:
@@ -138,7 +147,7 @@ def _row(case, r, x, biases, prompts, outputs, probs, keep_all) -> str | None:
     w = torch.where(keep, e, torch.zeros_like(e))
     probs[r] = w / w.sum()
     keep_all[r] = keep
-    return why
+    return why, tol_z
 
 
 def _straddles(x, keep, finite, err, why):

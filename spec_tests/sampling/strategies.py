@@ -99,9 +99,15 @@ class SamplingCase:
                        output=(self.output[r],) if self.output else ())
 
 
+# Temperatures just above 0: sampling, not greedy (a tie at the max stays a tie), and z = (x -
+# max) / T must not overflow. An implementation that treats T < 1e-5 as greedy (vLLM's epsilon)
+# or divides the raw logits by T differs from the contract only here.
+TINY_TEMPERATURES = (1e-6, 1e-4, 1e-2)
+
+
 def _row_params(draw, vocab: int, greedy: bool):
     t = draw(st.one_of(st.just(1.0), st.floats(0.05, 3.0).map(lambda v: round(v, 3)),
-                       *( [st.just(0.0)] if greedy else [])))
+                       st.sampled_from(TINY_TEMPERATURES), *([st.just(0.0)] if greedy else [])))
     k = draw(st.one_of(st.just(0), st.integers(1, vocab + 2)))
     p = draw(st.one_of(st.just(1.0), st.floats(0.05, 0.99).map(lambda v: round(v, 3))))
     mp = draw(st.one_of(st.just(0.0), st.floats(0.0, 1.0).map(lambda v: round(v, 3))))
@@ -142,3 +148,30 @@ def sampling_cases(draw, *, dtypes=("float32", "float16", "bfloat16", "float64")
         temperature=cols[0], top_k=cols[1], top_p=cols[2], min_p=cols[3],
         repetition_penalty=cols[4], presence_penalty=cols[5], frequency_penalty=cols[6],
         bias=bias_rows, banned=banned, prompt=prompt, output=output)
+
+
+# The structure of optimized/sampling.py, reached by generated cases (not one pinned example):
+# top_k around its fast-path limit (KMAX_FAST = 256) and the fused Triton tail's (k + 1 <= 128,
+# blocks of 16, 32, ... on CUDA); vocabularies around multiples of 256 (its two-level inverse CDF
+# needs vocab % 256 == 0 and >= 4 chunks) with ragged ends; batches around 64 (the CPU general
+# path's row blocks) mixing greedy, fast-path and general-path rows.
+STRUCTURE_VOCABS = (1023, 1024, 1025, 1280, 1536, 2047, 2048)
+STRUCTURE_TOP_K = (0, 1, 2, 15, 16, 127, 128, 255, 256, 257, 300)
+STRUCTURE_BATCHES = (1, 2, 5, 63, 64, 65, 66)
+
+
+@st.composite
+def structure_cases(draw, *, dtypes=("float32", "bfloat16")):
+    """Large cases: a few distinct row settings cycled over a batch of up to 66 rows."""
+    vocab = draw(st.sampled_from(STRUCTURE_VOCABS))
+    batch = draw(st.sampled_from(STRUCTURE_BATCHES))
+    top_k = st.one_of(st.sampled_from(STRUCTURE_TOP_K), st.sampled_from((vocab - 1, vocab, vocab + 1)))
+    setting = st.tuples(st.sampled_from((0.0, 1e-3, 0.7, 1.0, 1.5)), top_k,
+                        st.sampled_from((1.0, 0.5, 0.9, 0.95)), st.sampled_from((0.0, 0.0, 0.05)))
+    settings_ = draw(st.lists(setting, min_size=1, max_size=3))
+    rows = [settings_[r % len(settings_)] for r in range(batch)]
+    cols = list(zip(*rows))
+    return SamplingCase(batch=batch, vocab=vocab, dtype=draw(st.sampled_from(dtypes)), seed=draw(seeds),
+                        kind=draw(st.sampled_from(("normal", "integer"))),
+                        scale=draw(st.sampled_from((1.0, 3.0))),
+                        temperature=cols[0], top_k=cols[1], top_p=cols[2], min_p=cols[3])

@@ -1,8 +1,10 @@
-"""The harness's own tests: loading, name resolution, not-implemented handling, the tolerance rule,
-the report, the CLI, the student template and the per-test timeout."""
+"""The harness's own tests: loading, name resolution, not-implemented handling, the tolerance rule
+(and the kind of an output), the report, the CLI, the student template and the per-test timeout.
+Isolation of submissions and `inferspec grade`: test_isolation.py."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -13,7 +15,6 @@ import torch
 
 from conformance.loader import NotImplementedInImpl, load_implementation
 from conformance.registry import CONCEPTS
-from conformance.template import render
 from conformance.tolerance import ToleranceError, assert_close_to_oracle, assert_metamorphic
 
 pytestmark = pytest.mark.meta
@@ -131,32 +132,102 @@ def test_metamorphic_bound():
         assert_metamorphic(ref, other, ref, oracle)
 
 
+def test_output_of_the_wrong_kind_is_named_before_any_comparison():
+    """numpy instead of a tensor, a meta (or other) device, the wrong dtype or shape: each named in
+    the message, never a failure deep inside the comparison ("Cannot copy out of meta tensor")."""
+    oracle, ref = _fixture_tensors()
+    cases = [(ref.numpy(), "wrong type: got numpy.ndarray (numpy instead of a tensor), expected torch.Tensor"),
+             (torch.empty(ref.shape, dtype=ref.dtype, device="meta"), "wrong device: got meta, expected cpu"),
+             (ref.double(), "wrong dtype: got float64, expected float16"),
+             (ref[:2], "wrong shape: got (2, 8), expected (4, 8)"),
+             ([1.0], "wrong type: got list")]
+    for bad, words in cases:
+        with pytest.raises(ToleranceError, match=re.escape(words)):
+            assert_close_to_oracle(bad, ref, oracle, name="out")
+        with pytest.raises(ToleranceError, match=re.escape(words)):
+            assert_metamorphic(bad, ref, ref, oracle, name="out")
+
+
 # --- template, CLI, report, timeout ----------------------------------------------------------
-def test_template_imports_and_every_concept_is_not_implemented(tmp_path):
-    """The full template (every concept) imports, provides every contract name, and each of
-    them is reported "not implemented" (a stub), never a failure."""
-    ids = list(CONCEPTS)
-    text = render(ids)
+def test_the_full_template_imports_and_checks_as_not_implemented(tmp_path):
+    """`inferspec new` for every concept writes a file that imports, and `inferspec check` on it
+    (every concept) fails nothing: each concept is "not implemented (stubbed)", or "partial" where
+    the template imports a data class of the reference whose own tests pass (ModelConfig,
+    StopParams) -- and then the table says the stubs and that only bad-input tests passed."""
     path = tmp_path / "full_template.py"
-    path.write_text(text)
-    impl = load_implementation(str(path))
-    for cid in ids:
-        for name in CONCEPTS[cid].names:
-            assert impl.resolve(name) is not None, name
+    r = _run(["-m", "conformance", "new", str(path)])
+    assert r.returncode == 0, r.stderr
+    report = tmp_path / "r.json"
+    r = _run(["-m", "conformance", "check", str(path), "--report-json", str(report)])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert set(data["concepts"]) <= set(CONCEPTS) and len(data["concepts"]) >= 8, data["concepts"].keys()
+    for cid, cells in data["concepts"].items():
+        cell = cells["full_template"]
+        assert cell["status"] in ("not implemented", "partial"), (cid, cell["text"])
+        assert cell["stubbed"], (cid, cell)
+        if cell["status"] == "partial":
+            assert "stubbed" in cell["text"], cell["text"]
+
+
+def test_check_runs_the_spec_only_and_a_submission_never_runs_the_suite(tmp_path):
+    """`inferspec check` ignores spec_tests/suite, bundled and bench; `pytest --impl x.py` deselects
+    them even when they are named on the command line."""
+    from conformance.cli import _pytest_args, build_parser
+    from conformance.registry import NOT_CONCEPTS
+    args = build_parser().parse_args(["check", "x.py"])
+    args.pytest_args = []
+    argv = _pytest_args(args)
+    for folder in NOT_CONCEPTS:
+        assert str(ROOT / "spec_tests" / folder) in argv
+    f = tmp_path / "x.py"
+    f.write_text("")
+    r = _run(["-m", "pytest", "spec_tests/suite", "spec_tests/bundled", "spec_tests/bench", "spec_tests/kv_bytes",
+              "--collect-only", "-q", "-p", "no:cacheprovider", "--impl", str(f)])
+    collected = [l for l in r.stdout.splitlines() if "::" in l]
+    assert collected and all(l.startswith("spec_tests/kv_bytes/") for l in collected), r.stdout[-2000:]
+
+
+def test_the_table_says_stubbed_missing_and_bad_input_only():
+    from conformance.report import Cell, cell_text
+    cell = Cell(required=("kv_bytes.kv_cache_bytes",), passed=3, passed_bad_input=3,
+                not_implemented=["kv_bytes.KVCache.__init__", "kv_bytes.KVCache"], stubbed=["kv_bytes.KVCache.__init__"])
+    text = cell_text(cell, "kv_bytes", "me")
+    assert "only bad-input tests passed" in text and "stubbed kv_bytes.KVCache.__init__" in text
+    assert "missing kv_bytes.KVCache" in text and cell.status == "passed"
+    assert "only bad-input" not in cell_text(Cell(passed=4, passed_bad_input=3), "kv_bytes", "me")
+
+
+def test_failure_record_reads_hypothesis_notes_and_unwraps_groups():
+    from conformance.report import failure_record
+    try:
+        group_type = ExceptionGroup
+    except NameError:  # Python 3.10: Hypothesis's backport
+        from exceptiongroup import ExceptionGroup as group_type
+    a, b = AssertionError("off by one\nmore"), TypeError("bad type")
+    a.__notes__ = ["Failing test case: test_x(\n    n=3,\n)"]        # what Hypothesis 6.170 attaches
+    b.__notes__ = ["Falsifying example: test_x(\n    n=-1,\n)"]      # and what older versions did
+    group = group_type("Hypothesis found 2 distinct failures.", [a, b])
+    rec = failure_record(group, "t.py::test_x", "pytest t.py::test_x")
+    assert [f["error"] for f in rec["failures"]] == ["AssertionError: off by one", "TypeError: bad type"]
+    assert [f["example"].splitlines()[1] for f in rec["failures"]] == ["    n=3,", "    n=-1,"]
+    assert "2 distinct failures" in rec["error"]
 
 
 def test_new_then_check_reports_not_implemented_and_passes_filled_function(tmp_path):
     path = tmp_path / "student.py"
     r = _run(["-m", "conformance", "new", str(path), "--concepts", "kv_bytes,attention"])
     assert r.returncode == 0, r.stderr
-    text = path.read_text().replace(
-        '    """Bytes of the KV cache for ``batch`` sequences of ``seq_len`` tokens (module doc formula)."""\n'
-        '    raise NotImplementedError',
+    text = path.read_text()
+    head, _, tail = text.partition("def kv_cache_bytes(")
+    body, _, rest = tail.partition("    raise NotImplementedError")
+    text = head + "def kv_cache_bytes(" + body + (
         '    """filled"""\n'
         '    from reference.kv_bytes import kv_bytes_per_token, _positive_int\n'
         '    _positive_int("seq_len", seq_len, allow_zero=True)\n'
         '    _positive_int("batch", batch, allow_zero=True)\n'
-        '    return kv_bytes_per_token(layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype) * seq_len * batch')
+        '    return kv_bytes_per_token(layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype) * seq_len * batch'
+    ) + rest
     assert "filled" in text
     path.write_text(text)
     report = tmp_path / "r.json"
@@ -177,12 +248,15 @@ def test_check_exits_nonzero_for_a_bug_and_list_works():
     assert r.returncode == 0 and "attention" in r.stdout and "03.05" in r.stdout
 
 
-def test_a_hanging_implementation_fails_its_test_instead_of_hanging(tmp_path):
+def test_a_hanging_implementation_times_out_by_the_ini_timeout(tmp_path):
+    """The ini ``timeout`` (pytest-timeout's setting) is also the deadline of a submission's call:
+    the cell says "timed out after 5 s" (spec_tests/suite/test_isolation.py has the CLI flag, the
+    Hypothesis case and every other way a submission dies)."""
     f = tmp_path / "hang.py"
     f.write_text("import time\ndef kv_cache_bytes(**kw):\n    time.sleep(3600)\n")
     report = tmp_path / "r.json"
     r = _run(["-m", "pytest", "spec_tests/kv_bytes/test_kv_bytes.py", "-k", "course_7b", "--impl", str(f),
               "-o", "timeout=5", "-p", "no:cacheprovider", "--report-json", str(report)], timeout=300)
     assert r.returncode == 1, r.stdout[-2000:]
-    assert json.loads(report.read_text())["concepts"]["kv_bytes"]["hang"]["status"] == "failed"
-    assert "Timeout" in r.stdout
+    cell = json.loads(report.read_text())["concepts"]["kv_bytes"]["hang"]
+    assert cell["status"] == "timed out" and cell["verdict"] == "timed out after 5 s", cell

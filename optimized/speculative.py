@@ -1,0 +1,153 @@
+"""Speculative decoding verifier, batched: the contract of reference/speculative.py with no Python
+loop over rows or positions, token for token equal to the reference given the same uniforms.
+
+The reference walks each row position by position; here every decision is a tensor op over the
+batch:
+
+* only the drafted tokens' probabilities are read for acceptance: p_i(x_i) and q_i(x_i) by one
+  ``gather`` each ((batch, γ) values, cast to float64), ``accept = (q > 0) & (u q < p)`` for the
+  whole batch; greedy rows compare x_i with the argmax of their own positions only;
+* the number accepted is the length of the leading run of accepts (a cumulative product);
+* each row then needs ONE distribution, at its first rejection or its bonus position: those
+  (batch, vocab) rows are gathered, the residual ``max(p - q, 0)`` is formed in float64 in place
+  (the same elementwise float64 operations as the reference, so the same bits), and the token is
+  found by the reference's inverse CDF with a binary search (``searchsorted``) on the cumulative
+  sum instead of a vocab-wide comparison;
+* the validation makes one pass each for the totals and the minima of the probabilities in
+  their own dtype (float32 accumulation), instead of a float64 copy.
+
+Numbers: docs/speculative.md (spec_tests/bench/speculative_speed.py).
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from reference.speculative import (  # noqa: F401  (Verified, PAD: same names as the reference)
+    PAD,
+    Verified,
+    check_inputs,
+    draw,
+    report_bad_distributions,
+    report_bad_tokens,
+)
+
+__all__ = ["verify"]
+
+
+def _sums_mins(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per position: the total (float32 accumulation, float64 for float64) and the smallest entry;
+    both NaN where a NaN is present (sum and amin propagate it)."""
+    acc = torch.float64 if probs.dtype == torch.float64 else torch.float32
+    sums = probs.sum(dim=2, dtype=acc) if probs.dtype != acc else probs.sum(dim=2)
+    return sums, probs.amin(dim=2).to(acc)
+
+
+def _inverse_cdf(cdf: torch.Tensor, weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """reference.sampling.inverse_cdf of float64 (batch, vocab) ``weights`` >= 0 given their
+    cumulative sum ``cdf``: the smallest t with C_t > v * C_last. C is non-decreasing, so the count
+    of C_t <= target is a binary search."""
+    target = v * cdf[:, -1]
+    idx = torch.searchsorted(cdf, target[:, None], right=True).squeeze(1)
+    vocab = weights.shape[1]
+    over = idx >= vocab            # only when v * C_last rounds up to C_last (subnormal totals)
+    if bool(over.any()):
+        last = vocab - 1 - (weights.flip(1) > 0).to(torch.int8).argmax(dim=1)
+        idx = torch.where(over, last, idx)
+    return idx
+
+
+_WS = threading.local()
+
+
+def _buf(name: str, shape, dtype, device) -> torch.Tensor:
+    """A reusable scratch tensor on the CPU (fresh multi-MB allocations page-fault on every call
+    there); never returned to the caller. Elsewhere a plain ``torch.empty``."""
+    device = torch.device(device)
+    if device.type != "cpu":
+        return torch.empty(shape, dtype=dtype, device=device)
+    bufs = _WS.__dict__.setdefault("bufs", {})
+    t = bufs.get(name)
+    if t is None or t.shape != tuple(shape) or t.dtype != dtype:
+        t = bufs[name] = torch.empty(shape, dtype=dtype)
+    return t
+
+
+def _rows64(name: str, flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """flat[index] as a float64 scratch tensor (index_select copies whole rows)."""
+    shape = (index.numel(), flat.shape[1])
+    out = _buf(name + "64", shape, torch.float64, flat.device)
+    if flat.dtype == torch.float64:
+        return torch.index_select(flat, 0, index, out=out)
+    return out.copy_(torch.index_select(flat, 0, index, out=_buf(name, shape, flat.dtype, flat.device)))
+
+
+def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+           draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
+           generator: torch.Generator | None = None) -> Verified:
+    """Same contract as :func:`reference.speculative.verify`."""
+    a = check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator)
+    report_bad_distributions("target_probs", *_sums_mins(target_probs), a.active_p, target_probs.dtype)
+    if draft_probs is not None:
+        report_bad_distributions("draft_probs", *_sums_mins(draft_probs), a.active_q, draft_probs.dtype)
+    report_bad_tokens(draft_tokens, a.active_q, a.vocab)
+    device = target_probs.device
+    b, g, vocab = a.batch, a.gamma, a.vocab
+    u = a.uniforms if a.uniforms is not None else draw(generator, b, g, device)
+    if b == 0:
+        return Verified(torch.full((0, g + 1), PAD, dtype=torch.int64, device=device),
+                        torch.zeros(0, dtype=torch.int64, device=device))
+    p, q = target_probs.detach(), None if draft_probs is None else draft_probs.detach()
+    x = torch.where(a.active_q, draft_tokens.to(torch.int64), 0)   # padding -> a harmless id
+    rows = torch.arange(b, device=device)
+    any_greedy = bool(a.greedy.any())
+
+    # 1. acceptance of every draft at once, then the leading run of accepts
+    if g > 0:
+        px = p[:, :g].gather(2, x[:, :, None]).squeeze(2).to(torch.float64)
+        if q is not None:
+            qx = q.gather(2, x[:, :, None]).squeeze(2).to(torch.float64)
+            accept = (qx > 0) & (u[:, :g] * qx < px)
+        else:                      # q one-hot on x: q(x) = 1
+            accept = u[:, :g] < px
+        if any_greedy:
+            gi = a.greedy.nonzero().squeeze(1)
+            accept[gi] = x[gi] == p[gi, :g].argmax(dim=2)
+        accept &= a.active_q
+        k = accept.to(torch.int64).cumprod(dim=1).sum(dim=1)
+    else:
+        k = torch.zeros(b, dtype=torch.int64, device=device)
+
+    # 2. one distribution per row: the residual at the first rejection, or the bonus p
+    weights = _rows64("p", p.reshape(b * (g + 1), vocab), rows * (g + 1) + k)   # (b, vocab) float64
+    if any_greedy:
+        greedy_token = weights.argmax(dim=1)
+    rejected = k < a.lens
+    if g > 0 and bool(rejected.any()):
+        if q is not None:          # residual max(p - q, 0); bonus rows subtract 0
+            qk = _rows64("q", q.reshape(b * g, vocab), rows * g + k.clamp(max=g - 1))
+            if not bool(rejected.all()):
+                qk.index_fill_(0, (~rejected).nonzero().squeeze(1), 0.0)
+            weights.sub_(qk).clamp_(min=0)
+        else:                      # p - one_hot(x): only the drafted entry changes
+            ri = rejected.nonzero().squeeze(1)
+            at = (ri, x[ri, k[ri]])
+            weights[at] = (weights[at] - 1).clamp(min=0)
+    cdf = _buf("cdf", (b, vocab), torch.float64, device)
+    torch.cumsum(weights, dim=1, out=cdf)
+    empty = cdf[:, -1] == 0        # a residual with no positive entry (only through rounding):
+    if bool(empty.any()):          # those rows draw from p (reference doc)
+        ei = empty.nonzero().squeeze(1)
+        weights[ei] = p[ei, k[ei]].to(torch.float64)
+        cdf[ei] = torch.cumsum(weights[ei], dim=1)
+    token = _inverse_cdf(cdf, weights, u[:, g])
+    if any_greedy:
+        token = torch.where(a.greedy, greedy_token, token)
+
+    # 3. accepted drafts, the emitted token, PAD
+    cols = torch.arange(g + 1, device=device)
+    tokens = torch.full((b, g + 1), PAD, dtype=torch.int64, device=device)
+    tokens[:, :g] = torch.where(cols[None, :g] < k[:, None], x, PAD)
+    tokens[rows, k] = token
+    return Verified(tokens, k)

@@ -1,0 +1,292 @@
+"""Speculative decoding, the verifier: the specification (course 05.08-05.11; chapters 7-8).
+
+One function is the contract::
+
+    verify(target_probs, draft_probs, draft_tokens, *, draft_lens=None, greedy=None,
+           uniforms=None, generator=None) -> Verified(tokens, num_accepted)
+
+A cheap draft proposes γ tokens per row; the target model scores all of them in one forward pass,
+which gives its next-token distribution p_0 .. p_γ at the γ + 1 positions (p_i is conditioned on
+the prompt and the first i drafts). ``verify`` decides which drafts to keep, so that the emitted
+tokens are distributed EXACTLY as if the target had generated them one by one.
+
+Shapes (γ is the padded draft length, the same for the whole batch)::
+
+    target_probs  (batch, γ + 1, vocab)  p_i(t); floating (float16/bfloat16/float32/float64)
+    draft_probs   (batch, γ, vocab)      q_i(t), the distribution draft i was drawn from; floating;
+                  or None: drafts without probabilities (n-gram / prompt lookup, a deterministic
+                  proposer): q_i is one-hot on the draft token, so draft i is accepted with
+                  probability p_i(x_i)
+    draft_tokens  (batch, γ)             x_i, integer
+    draft_lens    None (every row has γ drafts) or one int per row (sequence or 1-D integer
+                  tensor) in [0, γ]: row r has γ_r drafts. Padding: positions i >= γ_r of
+                  draft_tokens / draft_probs and i > γ_r of target_probs are ignored (never read,
+                  never validated: any value, e.g. -1 tokens and zero or NaN probabilities).
+                  Row r's bonus distribution is target_probs[r, γ_r].
+    greedy        None / False (no greedy row), True (every row), or one bool per row (sequence
+                  or 1-D bool tensor): the rows decoded at temperature 0.
+    uniforms      None or (batch, γ + 1) floating in [0, 1) (cast to float64): uniforms[r, i]
+                  for i < γ_r decides draft i; uniforms[r, γ] (the LAST column, whatever γ_r)
+                  draws the row's recovered or bonus token. The other entries are unused.
+    generator     a torch.Generator on target_probs' device, used when uniforms is None: the
+                  uniforms are ``torch.rand(batch, γ + 1, generator=generator, dtype=torch.float64,
+                  device=target_probs.device)`` -- one call, the only randomness (greedy rows
+                  consume theirs too; nothing else is drawn, the global RNG is never touched).
+
+Returns ``Verified(tokens, num_accepted)``: ``tokens`` (batch, γ + 1) int64 holds row r's emitted
+tokens in its first ``num_accepted[r] + 1`` entries (the accepted drafts, then one recovered or
+bonus token) and ``PAD`` (-1) after them; ``num_accepted`` (batch,) int64 in [0, γ_r]. Every row
+emits exactly ``num_accepted + 1`` tokens.
+
+The rule, pinned (sampled rows). With p, q cast to float64 (exactly), u_i = uniforms[r, i],
+v = uniforms[r, γ]; for i = 0, 1, ..., γ_r - 1::
+
+    accept draft x_i  iff  q_i(x_i) > 0  and  u_i * q_i(x_i) < p_i(x_i)
+        (probability min(1, p_i(x_i) / q_i(x_i)) for u_i ~ U[0, 1); q_i(x_i) = 0 rejects; the
+         strict < means u_i = 0 never accepts a token with p_i(x_i) = 0, and p >= q always
+         accepts because u_i * q < q for u_i < 1 in float64)
+    at the first rejection (position i): emit inverse_cdf(r_i, v) with the residual
+        r_i = max(p_i - q_i, 0) elementwise; if r_i has no positive entry, r_i = p_i instead
+    if all γ_r drafts are accepted: emit the bonus token inverse_cdf(p_{γ_r}, v)
+
+``inverse_cdf`` is reference.sampling.inverse_cdf: the smallest t with C_t > v * C_{vocab-1},
+C = cumsum in token-id order (float64), so the residual need not be normalised.
+
+The all-zero residual: in exact arithmetic r_i = 0 means p_i <= q_i everywhere, and since both sum
+to 1 that means p_i == q_i, where every draft is accepted (u q < q = p): the branch is reachable
+only when rounding leaves p_i <= q_i with p_i != q_i. It then draws from p_i: a token of positive
+target probability (never a zero-probability token), on an event of probability at most
+sum(q_i) - sum(p_i) <= 2 * SUM_TOLERANCE (docs/speculative.md proves it harmless).
+
+Greedy rows: accept draft i iff x_i == argmax p_i (ties to the smallest id, torch.argmax's rule);
+at the first mismatch, or after γ_r matches, emit argmax of p at that position. Uniforms and
+draft_probs are not used (draft_probs is still validated).
+
+Validation (before any random number is drawn; a rejected call leaves the generator's state
+unchanged): shapes and dtypes; every active distribution (target positions i <= γ_r, draft
+positions i < γ_r) finite, >= 0 and summing to 1 within ``SUM_TOLERANCE[dtype]``; active draft
+tokens in [0, vocab); draft_lens in [0, γ]; uniforms in [0, 1). Errors are TypeError (wrong kind)
+or ValueError (wrong value) whose message starts with the argument's name (and the [row,
+position] for values). Inputs are never modified.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from reference._checks import FLOAT_DTYPES, check_tensor, is_int
+from reference.sampling import inverse_cdf
+
+__all__ = ["verify"]  # the contract
+__optional__ = []
+
+PAD = -1  # fills tokens after a row's emitted ones
+
+# |sum(p) - 1| allowed for a distribution of this dtype (the sum is taken in float32 or wider).
+SUM_TOLERANCE = {torch.float64: 1e-6, torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2}
+
+
+class Verified(NamedTuple):
+    """What :func:`verify` returns (a plain ``(tokens, num_accepted)`` tuple is equivalent)."""
+    tokens: torch.Tensor        # (batch, γ + 1) int64: emitted tokens, then PAD
+    num_accepted: torch.Tensor  # (batch,) int64
+
+
+class Inputs(NamedTuple):
+    """Validated arguments (shared by reference and optimized)."""
+    batch: int
+    gamma: int
+    vocab: int
+    lens: torch.Tensor      # (batch,) int64 on the device
+    greedy: torch.Tensor    # (batch,) bool on the device
+    active_p: torch.Tensor  # (batch, γ + 1) bool: target positions read
+    active_q: torch.Tensor  # (batch, γ) bool: draft positions read
+    uniforms: torch.Tensor | None  # (batch, γ + 1) float64 on the device, or None (draw them)
+
+
+# ----------------------------------------------------------------------------- validation
+def _per_row(value, name: str, batch: int, device, *, kind: str) -> torch.Tensor:
+    """``draft_lens`` (kind "int") or ``greedy`` (kind "bool") as a (batch,) tensor on device."""
+    if isinstance(value, torch.Tensor):
+        if value.dim() != 1:
+            raise ValueError(f"{name} must be a 1-D per-row tensor, got shape {tuple(value.shape)}")
+        ok = value.dtype == torch.bool if kind == "bool" else not (
+            value.dtype.is_floating_point or value.dtype.is_complex or value.dtype == torch.bool)
+        if not ok:
+            raise TypeError(f"{name} must hold {'bools' if kind == 'bool' else 'integers'}, got {value.dtype}")
+        values = value.detach().cpu().tolist()
+    elif isinstance(value, (list, tuple)):
+        values = list(value)
+        for i, v in enumerate(values):
+            if (kind == "bool" and not isinstance(v, bool)) or (kind == "int" and not is_int(v)):
+                raise TypeError(f"{name}[{i}] must be {'a bool' if kind == 'bool' else 'an int'}, got {v!r}")
+    else:
+        raise TypeError(f"{name} must be None, a sequence or a 1-D tensor with one value per row, "
+                        f"got {type(value).__name__}")
+    if len(values) != batch:
+        raise ValueError(f"{name}: expected one value per row ({batch}), got {len(values)}")
+    dtype = torch.bool if kind == "bool" else torch.int64
+    return torch.tensor(values, dtype=dtype).reshape(batch).to(device)
+
+
+def check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms,
+                 generator) -> Inputs:
+    """Types, shapes, per-row arguments and randomness (module doc); values of the probabilities
+    and tokens are checked by :func:`check_values` once the active positions are known."""
+    check_tensor("target_probs", target_probs, ndim=3, dims="batch, γ + 1, vocab", dtypes=FLOAT_DTYPES)
+    batch, positions, vocab = target_probs.shape
+    if positions < 1:
+        raise ValueError("target_probs: needs γ + 1 >= 1 positions (dim 1), got 0")
+    if vocab < 1:
+        raise ValueError("target_probs: vocab (dim 2) must be >= 1, got 0")
+    gamma = positions - 1
+    device = target_probs.device
+    if not isinstance(draft_tokens, torch.Tensor):
+        raise TypeError(f"draft_tokens must be a torch.Tensor, got {type(draft_tokens).__name__}")
+    if draft_tokens.dtype.is_floating_point or draft_tokens.dtype.is_complex or draft_tokens.dtype == torch.bool:
+        raise TypeError(f"draft_tokens must hold integers, got {draft_tokens.dtype}")
+    if tuple(draft_tokens.shape) != (batch, gamma):
+        raise ValueError(f"draft_tokens must have shape (batch, γ) = ({batch}, {gamma}) to match "
+                         f"target_probs {tuple(target_probs.shape)} (γ + 1 positions), got {tuple(draft_tokens.shape)}")
+    if draft_probs is not None:
+        check_tensor("draft_probs", draft_probs, ndim=3, dims="batch, γ, vocab", dtypes=FLOAT_DTYPES)
+        if tuple(draft_probs.shape) != (batch, gamma, vocab):
+            raise ValueError(f"draft_probs must have shape (batch, γ, vocab) = ({batch}, {gamma}, {vocab}) "
+                             f"to match target_probs {tuple(target_probs.shape)}, got {tuple(draft_probs.shape)}")
+    for name, t in (("draft_tokens", draft_tokens), ("draft_probs", draft_probs)):
+        if t is not None and t.device != device:
+            raise ValueError(f"{name} is on {t.device}, target_probs on {device}: they must match")
+
+    if draft_lens is None:
+        lens = torch.full((batch,), gamma, dtype=torch.int64, device=device)
+    else:
+        lens = _per_row(draft_lens, "draft_lens", batch, device, kind="int")
+        if batch and not bool(((lens >= 0) & (lens <= gamma)).all()):
+            r = int(((lens < 0) | (lens > gamma)).nonzero()[0])
+            raise ValueError(f"draft_lens must be in [0, γ] = [0, {gamma}], got {int(lens[r])} (row {r})")
+    if greedy is None or isinstance(greedy, bool):
+        greedy_rows = torch.full((batch,), bool(greedy), dtype=torch.bool, device=device)
+    else:
+        greedy_rows = _per_row(greedy, "greedy", batch, device, kind="bool")
+
+    if uniforms is not None:
+        if not isinstance(uniforms, torch.Tensor):
+            raise TypeError(f"uniforms must be a torch.Tensor of shape (batch, γ + 1), got {type(uniforms).__name__}")
+        if not uniforms.dtype.is_floating_point:
+            raise TypeError(f"uniforms must be floating, got {uniforms.dtype}")
+        if tuple(uniforms.shape) != (batch, positions):
+            raise ValueError(f"uniforms must have shape (batch, γ + 1) = ({batch}, {positions}), "
+                             f"got {tuple(uniforms.shape)}")
+        uniforms = uniforms.to(device=device, dtype=torch.float64)
+        if uniforms.numel() and not bool(((uniforms >= 0) & (uniforms < 1)).all()):
+            raise ValueError("uniforms must lie in [0, 1)")
+    else:
+        if generator is None:
+            raise ValueError("generator: verify needs an explicit torch.Generator (or explicit uniforms)")
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if generator.device.type != device.type:
+            raise ValueError(f"generator is on {generator.device}, target_probs on {device}: they must match")
+
+    pos = torch.arange(positions, device=device)
+    active_p = pos[None, :] <= lens[:, None]
+    active_q = pos[None, :gamma] < lens[:, None]
+    return Inputs(batch, gamma, vocab, lens, greedy_rows, active_p, active_q, uniforms)
+
+
+def report_bad_distributions(name: str, sums: torch.Tensor, mins: torch.Tensor, active: torch.Tensor,
+                             dtype: torch.dtype) -> None:
+    """Raise ValueError for the first active position (row-major) whose total ``sums`` or
+    smallest entry ``mins`` (both (batch, n), NaN where the row holds NaN) is not a probability
+    vector's: not finite, a negative entry, or a total off 1 by more than SUM_TOLERANCE[dtype]."""
+    tol = SUM_TOLERANCE[dtype]
+    finite = torch.isfinite(sums) & torch.isfinite(mins)
+    ok = finite & (mins >= 0) & ((sums - 1).abs() <= tol)
+    bad = active & ~ok
+    if not bool(bad.any()):
+        return
+    r, i = (int(v) for v in bad.nonzero()[0])
+    s, m = float(sums[r, i]), float(mins[r, i])
+    if not bool(finite[r, i]):
+        raise ValueError(f"{name}[{r}, {i}] is not a probability vector: it holds NaN or inf")
+    if m < 0:
+        raise ValueError(f"{name}[{r}, {i}] has a negative entry ({m:g}): probabilities are >= 0")
+    raise ValueError(f"{name}[{r}, {i}] sums to {s:.8g}, not 1 (tolerance {tol:g} for {dtype})")
+
+
+def report_bad_tokens(draft_tokens: torch.Tensor, active: torch.Tensor, vocab: int) -> None:
+    """ValueError for the first active draft token outside [0, vocab)."""
+    bad = active & ((draft_tokens < 0) | (draft_tokens >= vocab))
+    if bool(bad.any()):
+        r, i = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(f"draft_tokens[{r}, {i}] = {int(draft_tokens[r, i])} is not a token id in [0, {vocab})")
+
+
+def draw(generator: torch.Generator, batch: int, gamma: int, device) -> torch.Tensor:
+    """The contract's consumption of ``generator``: one call, (batch, γ + 1) float64 U[0, 1)."""
+    return torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64, device=device)
+
+
+# ----------------------------------------------------------------------------- the rule
+def _row_emit(p_rows: torch.Tensor, q_rows: torch.Tensor, x: torch.Tensor, u: torch.Tensor, v: float,
+              n: int, greedy: bool) -> tuple[int, int]:
+    """One row: (number accepted, emitted token). p_rows (n + 1, vocab) and q_rows (n, vocab)
+    float64, x (n,) draft tokens, u (n,) acceptance uniforms, v the draw uniform."""
+    for i in range(n):
+        xi = int(x[i])
+        if greedy:
+            accepted = xi == int(p_rows[i].argmax())
+        else:
+            pi, qi = float(p_rows[i, xi]), float(q_rows[i, xi])
+            accepted = qi > 0 and float(u[i]) * qi < pi
+        if not accepted:
+            if greedy:
+                return i, int(p_rows[i].argmax())
+            residual = (p_rows[i] - q_rows[i]).clamp(min=0)
+            if not bool((residual > 0).any()):   # only through rounding (module doc)
+                residual = p_rows[i]
+            return i, _draw(residual, v)
+    if greedy:
+        return n, int(p_rows[n].argmax())
+    return n, _draw(p_rows[n], v)
+
+
+def _draw(weights: torch.Tensor, v: float) -> int:
+    """reference.sampling.inverse_cdf on one row of float64 weights."""
+    return int(inverse_cdf(weights[None], torch.tensor([v], dtype=torch.float64, device=weights.device))[0])
+
+
+def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+           draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
+           generator: torch.Generator | None = None) -> Verified:
+    """Verify γ drafted tokens per row against the target (module doc: shapes, the rule, padding).
+
+    Returns ``Verified(tokens, num_accepted)``: tokens (batch, γ + 1) int64 (accepted drafts, one
+    recovered or bonus token, then PAD = -1), num_accepted (batch,) int64. Given the same
+    uniforms the result is a deterministic function of the inputs; with a generator it consumes
+    exactly ``torch.rand(batch, γ + 1, dtype=float64)``.
+    """
+    a = check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator)
+    p = target_probs.detach().to(torch.float64)
+    q = None if draft_probs is None else draft_probs.detach().to(torch.float64)
+    report_bad_distributions("target_probs", p.sum(dim=2), p.amin(dim=2), a.active_p, target_probs.dtype)
+    if q is not None:
+        report_bad_distributions("draft_probs", q.sum(dim=2), q.amin(dim=2), a.active_q, draft_probs.dtype)
+    report_bad_tokens(draft_tokens, a.active_q, a.vocab)
+    u = a.uniforms if a.uniforms is not None else draw(generator, a.batch, a.gamma, target_probs.device)
+
+    tokens = torch.full((a.batch, a.gamma + 1), PAD, dtype=torch.int64)
+    num_accepted = torch.zeros(a.batch, dtype=torch.int64)
+    for r in range(a.batch):
+        n = int(a.lens[r])
+        x = draft_tokens[r, :n].to(torch.int64)
+        if q is not None:
+            q_rows = q[r, :n]
+        else:  # drafts without probabilities: q_i is one-hot on x_i
+            q_rows = torch.nn.functional.one_hot(x, a.vocab).to(torch.float64)
+        k, token = _row_emit(p[r, :n + 1], q_rows, x, u[r, :n], float(u[r, a.gamma]), n, bool(a.greedy[r]))
+        tokens[r, :k] = x[:k].cpu()
+        tokens[r, k] = token
+        num_accepted[r] = k
+    return Verified(tokens.to(target_probs.device), num_accepted.to(target_probs.device))

@@ -1,0 +1,46 @@
+"""Block allocator (course 03.06-03.08): the optimized allocator is O(1) per block.
+
+Workload and measurement: spec_tests/bench/paged_speed.py (docs/paged.md has the table and the
+curve). Here, in the default run, two cheap checks of the same claims:
+
+- at a pool of 100k blocks the optimized allocator is >= SPEEDUP_FLOOR x the reference on the
+  first 3,000 operations of the 10,000-operation workload (measured ~90x on all 10,000; the
+  reference's free list is used from the front, O(pool) per block);
+- its time per operation is flat from 1k to 1M blocks (ratio <= FLAT_CEILING; measured ~1.0).
+
+    python3 -m pytest spec_tests/bench/test_bench_paged.py
+"""
+from __future__ import annotations
+
+from optimized import paged as fast
+from reference import paged as ref
+from spec_tests.bench.paged_speed import best_of, same_results, workload
+
+# The issue's target is 20x at 100k blocks; measured ~90x (docs/paged.md). Kept here rather than
+# in floors.py (not this concept's file); the lead may move them to FLOORS as
+# "paged.ops_100k_blocks" and "paged.flat_1k_to_1m".
+SPEEDUP_FLOOR = 20.0
+FLAT_CEILING = 2.0
+OPS = workload()
+
+
+def test_same_results_as_reference():
+    assert same_results(1_000, OPS)
+
+
+def test_speedup_over_reference_at_100k_blocks():
+    ops = OPS[:3_000]
+    t_ref = best_of(ref, 100_000, ops, repeats=1)
+    t_fast = best_of(fast, 100_000, ops, repeats=5)
+    ratio = t_ref / t_fast
+    print(f"\npaged, {len(ops)} ops at 100k blocks: reference {t_ref * 1e3:.1f} ms, optimized "
+          f"{t_fast * 1e3:.1f} ms, speedup {ratio:.1f}x")
+    assert ratio >= SPEEDUP_FLOOR, (t_ref, t_fast)
+
+
+def test_time_per_op_flat_from_1k_to_1m_blocks():
+    small = best_of(fast, 1_000, OPS, repeats=5)
+    large = best_of(fast, 1_000_000, OPS, repeats=5)
+    print(f"\npaged optimized, {len(OPS)} ops: {small / len(OPS) * 1e6:.2f} us/op at 1k blocks, "
+          f"{large / len(OPS) * 1e6:.2f} us/op at 1M blocks")
+    assert large / small <= FLAT_CEILING, (small, large)

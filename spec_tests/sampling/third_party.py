@@ -1,0 +1,153 @@
+"""A third-party "must pass" submission for `sampling`: the distribution computed by transformers'
+logits processors and warpers.
+
+Rows are grouped by their settings (every parameter may differ per row, and each HF processor
+takes one value for its batch); each group's scores go through, in the contract's order, exactly
+the HF objects ``generate()`` builds for these settings: ``RepetitionPenaltyLogitsProcessor`` (tokens of ``prompt_tokens`` + ``output_tokens``
+as its ``input_ids``) -> ``SequenceBiasLogitsProcessor`` (single-token biases) ->
+``TemperatureLogitsWarper`` -> ``TopKLogitsWarper`` -> ``TopPLogitsWarper`` -> ``MinPLogitsWarper``
+(each only when its setting is not the disabled value, as ``generate()`` does), then
+``softmax``; temperature 0 is ``generate()``'s greedy search, ``torch.argmax`` of the processed
+scores. transformers computes every number of the distribution. What is NOT from transformers,
+and why:
+
+- argument validation and the error messages: the contract's own checks
+  (``reference.sampling.check_sampling_inputs`` and friends). HF validates differently (it rejects
+  temperature 0, takes no per-row values) and the spec's bad-input tables hold every
+  implementation to the contract's messages; the numbers are what this submission checks.
+- presence and frequency penalties: HF has none. They are the two-line OpenAI/vLLM formula
+  (``x -= frequency * count + presence * [count > 0]`` over output tokens), after HF's repetition
+  penalty, as in vLLM.
+- the draw: HF samples with ``torch.multinomial``, which the contract does not allow (the draw is
+  pinned: one float64 uniform per row, ``torch.rand(batch, dtype=float64)``, inverse CDF in
+  token-id order). ``sample`` therefore draws from HF's probabilities with the contract's draw.
+- the order bias vs repetition penalty: ``generate()`` puts ``SequenceBiasLogitsProcessor`` BEFORE
+  the repetition penalty ((x + b) / r); the contract applies the penalty first (x / r + b). The
+  processors are composed here in the contract's order.
+- the compute dtype: float16/bfloat16 logits are upcast to float32 first (the contract's step 0),
+  float64 stays float64; HF then works in that dtype.
+
+Semantic differences that remain, so the tests that exercise them are left out of the
+third-party run (spec_tests/sampling/test_third_party.py, ``DESELECT``, says which and why):
+
+- ties at the top-p boundary: HF's ``TopPLogitsWarper`` removes sorted positions (``cumsum <= 1 -
+  p``), so a tie group straddling the cut is split by sort order; the contract keeps or drops it
+  whole. HF's top-k and min-p keep ties (as the contract does).
+- temperatures just above 0: ``TemperatureLogitsWarper`` divides the raw logits (``scores / T``),
+  which overflows float32 for T ~ 1e-38 (the contract's z = (x - max) / T cannot).
+- ``min_tokens_to_keep`` (default 1) keeps the most likely token in top-k/top-p/min-p: the
+  contract's rules keep it anyway, so it changes nothing here.
+
+Run: ``pytest spec_tests/sampling --impl spec_tests/sampling/third_party.py -k "<not DESELECT>"``
+(test_third_party.py requires it to pass).
+"""
+from __future__ import annotations
+
+import torch
+from transformers.generation import logits_process as lp
+
+from reference.sampling import (  # noqa: F401  (SamplingParams: the contract's vocabulary)
+    SamplingParams,
+    check_generator,
+    check_logits,
+    check_processed,
+    check_sampling_inputs,
+    check_uniforms,
+)
+
+__all__ = ["sampling_probs", "sample"]
+
+
+def _seen(tokens, r: int) -> list[int]:
+    return [] if tokens is None else tokens[r].tolist()
+
+
+def _groups(keys: list) -> dict:
+    """Row indices per distinct key: rows with equal settings go through HF as one batch (each
+    HF processor takes one value for the whole batch)."""
+    out: dict = {}
+    for r, key in enumerate(keys):
+        out.setdefault(key, []).append(r)
+    return out
+
+
+def _processed(logits, params, prompt_tokens, output_tokens):
+    """Validated, upcast logits after HF's repetition penalty, the OpenAI penalties and HF's bias."""
+    dtype, rows, prompt, output = check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
+    x = logits.detach().to(dtype)
+    if bool(torch.isnan(x).any()):
+        raise ValueError(f"logits contain NaN (row {int(torch.isnan(x).any(1).nonzero()[0])})")
+    h = rows.host
+    bias = rows.logit_bias
+    keys = []
+    for r in range(x.shape[0]):
+        b = () if bias is None else tuple((t, float(bias[r, t])) for t in (bias[r] != 0).nonzero().flatten().tolist())
+        keys.append((h["repetition_penalty"][r], h["frequency_penalty"][r], h["presence_penalty"][r],
+                     tuple(_seen(prompt, r)), tuple(_seen(output, r)), b))
+    out = torch.empty_like(x)
+    for (rep, freq, pres, seen_p, seen_o, b), idx in _groups(keys).items():
+        sel = torch.tensor(idx, device=x.device)
+        scores = x[sel].clone()
+        seen = list(seen_p) + list(seen_o)
+        ids = torch.tensor([seen] * len(idx), dtype=torch.long, device=x.device).reshape(len(idx), -1)
+        if rep != 1 and seen:
+            scores = lp.RepetitionPenaltyLogitsProcessor(float(rep))(ids, scores)
+        if (freq or pres) and seen_o:
+            counts = torch.bincount(torch.tensor(seen_o), minlength=x.shape[1]).to(device=x.device, dtype=dtype)
+            scores = scores - (freq * counts + pres * (counts > 0).to(dtype))[None]
+        if b:
+            scores = lp.SequenceBiasLogitsProcessor({(t,): v for t, v in b})(ids, scores)
+        out[sel] = scores
+    check_processed(out)
+    return out, h
+
+
+def _hf_probs(scores: torch.Tensor, t, k, p, mp) -> torch.Tensor:
+    """Rows sharing one setting (n, vocab) through HF's warpers as generate() builds them, then
+    softmax."""
+    ids = torch.zeros(scores.shape[0], 0, dtype=torch.long, device=scores.device)
+    if t == 0:                              # generate(do_sample=False): greedy search's argmax
+        return torch.nn.functional.one_hot(torch.argmax(scores, dim=-1), scores.shape[-1]).to(scores.dtype)
+    chain = []
+    if t != 1:
+        chain.append(lp.TemperatureLogitsWarper(float(t)))
+    if k != 0:
+        chain.append(lp.TopKLogitsWarper(int(k)))
+    if p != 1:
+        chain.append(lp.TopPLogitsWarper(float(p)))
+    if mp != 0:
+        chain.append(lp.MinPLogitsWarper(float(mp)))
+    for warper in chain:
+        scores = warper(ids, scores)
+    return torch.softmax(scores, dim=-1)
+
+
+def sampling_probs(logits, params: SamplingParams | None = None, *, prompt_tokens=None,
+                   output_tokens=None) -> torch.Tensor:
+    x, h = _processed(logits, params, prompt_tokens, output_tokens)
+    probs = torch.empty_like(x)
+    keys = [(h["temperature"][r], h["top_k"][r], h["top_p"][r], h["min_p"][r]) for r in range(x.shape[0])]
+    for (t, k, p, mp), idx in _groups(keys).items():
+        sel = torch.tensor(idx, device=x.device)
+        probs[sel] = _hf_probs(x[sel], t, k, p, mp)
+    return probs
+
+
+def sample(logits, params: SamplingParams | None = None, generator: torch.Generator | None = None, *,
+           prompt_tokens=None, output_tokens=None, uniforms: torch.Tensor | None = None) -> torch.Tensor:
+    """HF's probabilities, drawn with the contract's inverse CDF (HF's torch.multinomial is not
+    the contract's draw)."""
+    check_logits(logits)
+    batch = logits.shape[0]
+    if uniforms is not None:
+        uniforms = check_uniforms(uniforms, batch, logits.device)
+    check_generator(generator, uniforms, logits.device)
+    probs = sampling_probs(logits, params, prompt_tokens=prompt_tokens, output_tokens=output_tokens)
+    if batch == 0:
+        return torch.zeros(0, dtype=torch.int64, device=logits.device)
+    u = uniforms if uniforms is not None else torch.rand(batch, generator=generator, dtype=torch.float64,
+                                                         device=logits.device)
+    c = torch.cumsum(probs, dim=1)
+    idx = torch.searchsorted(c, (u.to(c.dtype) * c[:, -1])[:, None], right=True)[:, 0]
+    last = probs.shape[1] - 1 - (probs.flip(1) > 0).to(torch.int8).argmax(dim=1)
+    return torch.minimum(idx, last)

@@ -1,0 +1,193 @@
+"""The exact enumeration: the distribution a verifier induces, computed with Fractions.
+
+For one :class:`~spec_tests.speculative.strategies.TreeCase` the randomness of speculative
+decoding is (a) the draft sequence x ~ q and (b) the verifier's uniforms. (a) is enumerated: every
+x in vocab^γ with positive probability. (b) is integrated piecewise: the pinned rule accepts draft
+i iff u_i < a_i = min(1, p_i(x_i) / q_i(x_i)) (a threshold) and draws the emitted token by inverse
+CDF of v (which cuts [0, 1) into one interval per token of positive weight). So the uniforms'
+cube splits into finitely many cells -- "accept the first k drafts, reject draft k (or take the
+bonus), emit token t" -- each of exactly known probability
+
+    q(x) * prod_{i<k} a_i * (1 - a_k) * r_k(t) / sum(r_k)       (r_k the residual or the bonus p)
+
+and the verifier is constant on each cell. Evaluating an implementation at one point inside every
+cell (``mid``), weighted by the cell's probability, gives the distribution it induces EXACTLY;
+two more points near opposite corners of each cell (``low``, ``high``: every coordinate within
+2^-20 of the cell's width of its ends) check that it is indeed constant there (a threshold moved
+by more than that is seen).
+
+Losslessness (:func:`lossless_violation`) is the statement that the emitted tokens are a prefix of
+a sequence drawn from the target: for every emitted prefix s and token t,
+
+    P(emit s + t as a prefix) = p(t | s) * (P(emit s as a prefix) - P(emit exactly s))
+
+(the process continues past s with the probability in brackets, and the next token must then be
+distributed as the target's). This is equivalent to: the emitted tokens, completed to length γ + 1
+by sampling the target, are distributed as the target's γ + 1 tokens.
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import torch
+
+from spec_tests.speculative.strategies import TreeCase
+
+ONE_MINUS = 1.0 - 2.0 ** -53   # the largest float64 below 1
+POINTS = ("mid", "low", "high")
+
+
+def accept_prob(p: Fraction, q: Fraction) -> Fraction:
+    """min(1, p / q); q = 0 rejects (the pinned rule)."""
+    return Fraction(0) if q == 0 else min(Fraction(1), p / q)
+
+
+def residual(p: tuple, q: tuple) -> tuple:
+    """max(p - q, 0) elementwise; p itself when that has no positive entry (the pinned rule;
+    in exact arithmetic this happens only when p == q, where nothing is ever rejected)."""
+    r = tuple(max(a - b, Fraction(0)) for a, b in zip(p, q))
+    return r if any(r) else p
+
+
+@dataclass(frozen=True)
+class Cell:
+    drafts: tuple            # x_0 .. x_{γ-1}
+    accepted: int            # k
+    token: int               # the emitted (recovered or bonus) token
+    weight: Fraction         # the cell's probability (draft probability included)
+    uniforms: dict           # point name -> γ + 1 floats (acceptance uniforms, then v)
+
+    @property
+    def emitted(self) -> tuple:
+        return self.drafts[:self.accepted] + (self.token,)
+
+
+def _inside(lo: Fraction, hi: Fraction, where: str) -> float:
+    """A float in [lo, hi): the midpoint, or within 2^-20 of the width of an end."""
+    w = hi - lo
+    x = {"mid": lo + w / 2, "low": lo + w / 2 ** 20, "high": hi - w / 2 ** 20}[where]
+    return min(float(x), ONE_MINUS)
+
+
+def draft_sequences(case: TreeCase):
+    """(x, probability of x under the draft) for every draft sequence of positive probability."""
+    if case.q_mode == "none":          # a deterministic proposer: one sequence
+        x = ()
+        for _ in range(case.gamma):
+            q = case.q(x)
+            x += (q.index(Fraction(1)),)
+        yield x, Fraction(1)
+        return
+    for x in itertools.product(range(case.vocab), repeat=case.gamma):
+        w = Fraction(1)
+        for i in range(case.gamma):
+            w *= case.q(x[:i])[x[i]]
+            if w == 0:
+                break
+        if w:
+            yield x, w
+
+
+@functools.lru_cache(maxsize=64)
+def cells(case: TreeCase) -> tuple[Cell, ...]:
+    """Every cell of positive probability (module doc), with its three points."""
+    out = []
+    g = case.gamma
+    for x, wx in draft_sequences(case):
+        a = [accept_prob(case.p(x[:i])[x[i]], case.q(x[:i])[x[i]]) for i in range(g)]
+        for k in range(g + 1):
+            reach = wx * math.prod(a[:k], start=Fraction(1))
+            if reach == 0:
+                break
+            if k < g:
+                stop = 1 - a[k]
+                dist = residual(case.p(x[:k]), case.q(x[:k]))
+            else:
+                stop, dist = Fraction(1), case.p(x)
+            if stop == 0:
+                continue
+            total, lo = sum(dist), Fraction(0)
+            for t, w in enumerate(dist):
+                if w == 0:
+                    continue
+                v_lo, v_hi = lo / total, (lo + w) / total
+                lo += w
+                points = {}
+                for where in POINTS:
+                    u = [0.5] * (g + 1)
+                    for i in range(k):
+                        u[i] = _inside(Fraction(0), a[i], where) if where != "low" else 0.0
+                    if k < g:
+                        u[k] = _inside(a[k], Fraction(1), where) if where != "high" else ONE_MINUS
+                    u[g] = _inside(v_lo, v_hi, where)
+                    points[where] = u
+                out.append(Cell(x, k, t, reach * stop * w / total, points))
+    return tuple(out)
+
+
+def rule_distribution(case: TreeCase) -> dict[tuple, Fraction]:
+    """The pinned rule's distribution over emitted sequences (accepted drafts + one token)."""
+    dist: dict[tuple, Fraction] = {}
+    for c in cells(case):
+        dist[c.emitted] = dist.get(c.emitted, Fraction(0)) + c.weight
+    return dist
+
+
+def lossless_violation(case: TreeCase, dist: dict[tuple, Fraction]) -> str | None:
+    """Why ``dist`` (emitted sequence -> probability) is not lossless for ``case``'s target, or
+    None (module doc: the conditional of each next token given the emitted prefix)."""
+    total = sum(dist.values(), Fraction(0))
+    if total != 1:
+        return f"the emitted sequences' probabilities sum to {total} ({float(total):.6g}), not 1"
+    prefix_mass: dict[tuple, Fraction] = {(): Fraction(1)}   # P(emit s as a prefix)
+    exact: dict[tuple, Fraction] = {}                         # P(emit exactly s)
+    for s, w in dist.items():
+        if not 1 <= len(s) <= case.gamma + 1:
+            return f"an emitted sequence of length {len(s)} ({s}); expected 1 .. γ + 1 = {case.gamma + 1}"
+        exact[s] = exact.get(s, Fraction(0)) + w
+        for m in range(1, len(s) + 1):
+            prefix_mass[s[:m]] = prefix_mass.get(s[:m], Fraction(0)) + w
+    for s in sorted((s for s in prefix_mass if len(s) <= case.gamma), key=lambda s: (len(s), s)):
+        go_on = prefix_mass[s] - exact.get(s, Fraction(0))
+        p = case.p(s)
+        for t in range(case.vocab):
+            got, want = prefix_mass.get(s + (t,), Fraction(0)), p[t] * go_on
+            if got != want:
+                return (f"after emitting {list(s)} (the process continues with probability {go_on} = "
+                        f"{float(go_on):.6g}), the next token is {t} with probability {got} = {float(got):.6g}; "
+                        f"the target needs p({t} | {list(s)}) x {float(go_on):.6g} = {want} = {float(want):.6g}")
+    return None
+
+
+NAN = float("nan")
+
+
+def batch(case: TreeCase, cell_list, where: str, device="cpu") -> dict:
+    """The verify keyword arguments with one row per cell, evaluated at point ``where``; padded
+    positions (case.pad of them) hold NaN probabilities, token -1 and uniform 0.5."""
+    g, width, v = case.gamma, case.gamma + case.pad, case.vocab
+    n = len(cell_list)
+    tp = torch.full((n, width + 1, v), NAN, dtype=torch.float64)
+    dp = torch.full((n, width, v), NAN, dtype=torch.float64)
+    tok = torch.full((n, width), -1, dtype=torch.int64)
+    u = torch.full((n, width + 1), 0.5, dtype=torch.float64)
+    rows_p = {}
+    for r, c in enumerate(cell_list):
+        key = c.drafts
+        if key not in rows_p:
+            rows_p[key] = ([[float(f) for f in case.p(key[:i])] for i in range(g + 1)],
+                           [[float(f) for f in case.q(key[:i])] for i in range(g)])
+        ps, qs = rows_p[key]
+        tp[r, :g + 1] = torch.tensor(ps, dtype=torch.float64)
+        if g:
+            dp[r, :g] = torch.tensor(qs, dtype=torch.float64)
+            tok[r, :g] = torch.tensor(key, dtype=torch.int64)
+        pts = c.uniforms[where]
+        u[r, :g] = torch.tensor(pts[:g], dtype=torch.float64)
+        u[r, width] = pts[g]
+    return dict(target_probs=tp.to(device), draft_probs=None if case.q_mode == "none" else dp.to(device),
+                draft_tokens=tok.to(device), draft_lens=[g] * n if case.pad else None, uniforms=u.to(device))

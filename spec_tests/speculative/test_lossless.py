@@ -1,0 +1,187 @@
+"""Speculative decoding keeps the target distribution: proven by exact enumeration, then tested
+statistically on the generator path.
+
+Exact (any implementation that takes explicit uniforms, i.e. every conforming one): for a tiny
+vocabulary (<= 6) and γ <= 3, with prefix-dependent target and draft distributions whose
+probabilities are dyadic (sums exactly 1), every draft sequence of positive probability and every
+cell of the uniforms' cube (spec_tests/speculative/oracles.py) is evaluated in ONE verify call;
+the distribution the implementation induces is then known exactly (Fractions) and must satisfy
+losslessness exactly: the next emitted token, given the emitted prefix and that the process goes
+on, is distributed as the target's.
+
+Statistical (the generator path, as a black box): drafts sampled from q, verify(generator=g) on
+thousands of rows, chi-square of the emitted sequences against the exact distribution, fixed
+seeds, false-alarm rate <= 1e-6 per test.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from fractions import Fraction
+from hypothesis import example, given
+
+from spec_tests.speculative.oracles import (POINTS, batch, cells, draft_sequences, lossless_violation,
+                                            rule_distribution)
+from spec_tests.speculative.strategies import TreeCase, tree_cases
+
+PAD = -1
+ALPHA = 1e-6   # per-test false-alarm rate of the chi-square tests
+
+
+def read_result(result, kw: dict, vocab: int, what: str = "verify") -> list[tuple]:
+    """The emitted tokens of every row, after checking the result's form: ``(tokens,
+    num_accepted)`` int64 tensors of shapes (batch, γ + 1) and (batch,); 0 <= num_accepted <= γ_r;
+    the accepted tokens are the drafts; then one token id in [0, vocab); then PAD (-1)."""
+    tokens, accepted = result
+    b, width = kw["draft_tokens"].shape
+    for name, t, shape in (("tokens", tokens, (b, width + 1)), ("num_accepted", accepted, (b,))):
+        assert isinstance(t, torch.Tensor), f"{what}: {name} must be a torch.Tensor, got {type(t).__name__}"
+        assert t.dtype == torch.int64, f"{what}: {name} must be int64, got {t.dtype}"
+        assert tuple(t.shape) == shape, f"{what}: {name} has shape {tuple(t.shape)}, expected {shape}"
+        assert t.device == kw["target_probs"].device, f"{what}: {name} is on {t.device}"
+    tokens, accepted = tokens.cpu(), accepted.cpu()
+    drafts = kw["draft_tokens"].cpu()
+    lens = kw.get("draft_lens")
+    lens = [width] * b if lens is None else [int(v) for v in lens]
+    out = []
+    for r in range(b):
+        k = int(accepted[r])
+        assert 0 <= k <= lens[r], f"{what}: row {r} accepted {k} drafts; it has γ_r = {lens[r]}"
+        row = tokens[r].tolist()
+        assert row[:k] == drafts[r, :k].tolist(), (
+            f"{what}: row {r} accepted {k} drafts {drafts[r, :k].tolist()} but emitted {row[:k]}")
+        assert 0 <= row[k] < vocab, (
+            f"{what}: row {r}: after {k} accepted drafts the emitted (recovered or bonus) token is "
+            f"{row[k]}, not a token id in [0, {vocab}): every row emits num_accepted + 1 tokens")
+        assert all(t == PAD for t in row[k + 1:]), f"{what}: row {r}: {row} has tokens after the emitted ones (PAD = -1)"
+        out.append(tuple(row[:k + 1]))
+    return out
+
+
+def _all_points(case: TreeCase, cl, device) -> dict:
+    """One verify call's arguments: every cell at each of the three points, stacked."""
+    parts = [batch(case, cl, where, device) for where in POINTS]
+    kw = {}
+    for key in parts[0]:
+        vals = [p[key] for p in parts]
+        if vals[0] is None:
+            kw[key] = None
+        elif isinstance(vals[0], list):
+            kw[key] = sum(vals, [])
+        else:
+            kw[key] = torch.cat(vals)
+    return kw
+
+
+def _assert_lossless(impl, case: TreeCase, device):
+    cl = cells(case)
+    rule = rule_distribution(case)
+    assert lossless_violation(case, rule) is None, "the oracle's own rule is not lossless (a bug of the oracle)"
+    kw = _all_points(case, cl, device)
+    got = read_result(impl.get("speculative.verify")(**kw), kw, case.vocab)
+    n = len(cl)
+    mid, low, high = got[:n], got[n:2 * n], got[2 * n:]
+    for c, a, b_, h in zip(cl, mid, low, high):
+        assert a == b_ == h, (
+            f"the emitted tokens change inside one cell of the pinned rule's partition (drafts {list(c.drafts)}, "
+            f"{c.accepted} accepted, token {c.token}): {list(b_)} near its low corner, {list(a)} at its middle, "
+            f"{list(h)} near its high corner -- an acceptance threshold or a CDF step in the wrong place"
+            f"\n  uniforms low {c.uniforms['low']}, mid {c.uniforms['mid']}, high {c.uniforms['high']}\n  case: {case!r}")
+    induced: dict[tuple, Fraction] = {}
+    for c, e in zip(cl, mid):
+        induced[e] = induced.get(e, Fraction(0)) + c.weight
+    why = lossless_violation(case, induced)
+    assert why is None, f"not lossless: {why}\n  case: {case!r}"
+    for c, e in zip(cl, mid):
+        assert e == c.emitted, (
+            f"lossless, but not the pinned rule: drafts {list(c.drafts)} with uniforms {c.uniforms['mid']} "
+            f"emit {list(e)}; the rule emits {list(c.emitted)}\n  case: {case!r}")
+
+
+# Corner cases every run: q == p (residual all zero, acceptance certain), disjoint supports,
+# q > 0 where p = 0 (with p > 0 where q = 0), drafts without probabilities, padding.
+@example(case=TreeCase(vocab=3, gamma=2, den=4, p_table=((1, 2, 1), (0, 3, 1)), q_mode="equal", p_key=1))
+@example(case=TreeCase(vocab=4, gamma=2, den=8, p_table=((4, 4, 0, 0), (8, 0, 0, 0)), q_mode="disjoint",
+                       q_table=((0, 0, 3, 5),), p_key=3))
+@example(case=TreeCase(vocab=3, gamma=3, den=8, p_table=((0, 4, 4), (2, 0, 6)), q_mode="table",
+                       q_table=((4, 4, 0), (1, 2, 5)), p_key=2, q_key=5, pad=1))
+@example(case=TreeCase(vocab=4, gamma=3, den=8, p_table=((1, 3, 4, 0), (0, 0, 2, 6), (8, 0, 0, 0)), q_mode="none",
+                       drafts=(2, 0, 3), p_key=1, q_key=2))
+@example(case=TreeCase(vocab=2, gamma=3, den=1024, p_table=((1000, 24), (3, 1021)), q_mode="mixture",
+                       q_table=((0, 1024),), p_key=7))
+@given(case=tree_cases())
+def test_lossless_by_exact_enumeration(impl, device, case):
+    """For every draft sequence x ~ q and every cell of the uniforms (accept k drafts, reject the
+    next or take the bonus, emit token t) the implementation is evaluated at the cell's middle
+    and near two opposite corners: constant on each cell; the induced distribution (exact
+    Fractions) is lossless; and equal to the pinned rule's."""
+    _assert_lossless(impl, case, device)
+
+
+# ----------------------------------------------------------------------------- statistical
+CHI_CASES = {
+    # prefix-dependent target and draft, q > 0 where p = 0 and p > 0 where q = 0
+    "prefix-dependent": TreeCase(vocab=4, gamma=3, den=16, p_table=((6, 5, 0, 5), (2, 2, 10, 2), (0, 8, 4, 4)),
+                                 q_mode="table", q_table=((4, 4, 4, 4), (1, 9, 6, 0)), p_key=3, q_key=1),
+    # a draft close to the target: long accepted runs, bonus tokens
+    "close draft": TreeCase(vocab=5, gamma=3, den=64, p_table=((20, 20, 12, 8, 4), (4, 8, 12, 20, 20)),
+                            q_mode="mixture", q_table=((16, 16, 16, 8, 8),), p_key=1, q_key=2),
+    # drafts without probabilities (a deterministic proposer)
+    "no draft probs": TreeCase(vocab=4, gamma=3, den=16, p_table=((8, 4, 2, 2), (1, 9, 3, 3)), q_mode="none",
+                               drafts=(0, 1, 3), p_key=2, q_key=1),
+}
+N_ROWS = 6000
+
+
+def _lumped(observed, expected, min_expected=5.0):
+    """Merge the cells expecting < 5 (smallest first) until every cell expects >= 5."""
+    cells_ = sorted(zip(expected, observed))
+    out_e, out_o, acc_e, acc_o = [], [], 0.0, 0.0
+    for e, o in cells_:
+        acc_e, acc_o = acc_e + e, acc_o + o
+        if acc_e >= min_expected:
+            out_e.append(acc_e)
+            out_o.append(acc_o)
+            acc_e = acc_o = 0.0
+    if acc_e > 0 and out_e:
+        out_e[-1] += acc_e
+        out_o[-1] += acc_o
+    return out_o, out_e
+
+
+@pytest.mark.parametrize("name", list(CHI_CASES))
+def test_generator_draws_chi_square(impl, device, name):
+    """The generator path as a black box: 6,000 draft sequences drawn from q (their own seeded
+    float64 uniforms), verified with a seeded torch.Generator; no emitted sequence the pinned rule
+    gives probability 0 (exact), then a chi-square test of the emitted sequences against the rule's
+    exact distribution (lossless: test_lossless_by_exact_enumeration), cells lumped to expect >= 5.
+    Fails iff p-value < 1e-6 (fixed seeds: it always passes or always fails)."""
+    from scipy import stats
+    case = CHI_CASES[name]
+    seqs = list(draft_sequences(case))
+    weights = torch.tensor([float(w) for _, w in seqs], dtype=torch.float64)
+    g = torch.Generator().manual_seed(20240601)
+    pick = (weights.cumsum(0)[None, :] <= torch.rand(N_ROWS, 1, generator=g, dtype=torch.float64)).sum(1)
+    pick = pick.clamp(max=len(seqs) - 1)
+    cl = [next(c for c in cells(case) if c.drafts == seqs[i][0]) for i in range(len(seqs))]  # one cell per x
+    kw = batch(case, cl, "mid")
+    kw = {k: (v[pick].to(device) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+    del kw["uniforms"]
+    if kw.get("draft_lens") is not None:
+        kw["draft_lens"] = [case.gamma] * N_ROWS
+    gen = torch.Generator(device=device).manual_seed(7)
+    got = read_result(impl.get("speculative.verify")(**kw, generator=gen), kw, case.vocab)
+    rule = rule_distribution(case)
+    counts: dict[tuple, int] = {}
+    for e in got:
+        counts[e] = counts.get(e, 0) + 1
+    impossible = sorted(e for e in counts if e not in rule)
+    assert not impossible, f"{name}: emitted {impossible[:5]}, which the pinned rule never emits"
+    keys = sorted(rule)
+    obs, exp = _lumped([counts.get(k, 0) for k in keys], [float(rule[k]) * N_ROWS for k in keys])
+    if len(exp) < 2:
+        return
+    pvalue = stats.chisquare(obs, exp).pvalue
+    worst = max(keys, key=lambda k: abs(counts.get(k, 0) - float(rule[k]) * N_ROWS) / max(1.0, float(rule[k]) * N_ROWS) ** 0.5)
+    assert pvalue >= ALPHA, (f"{name}: chi-square p-value {pvalue:.3g} < {ALPHA:g}; e.g. {list(worst)} emitted "
+                             f"{counts.get(worst, 0)} times, expected {float(rule[worst]) * N_ROWS:.1f}")
