@@ -1366,21 +1366,32 @@ class _Zygote:
             except (OSError, ValueError):
                 return None
 
-    def close(self) -> None:
-        try:
-            self.sock.close()
-        finally:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except OSError:
-                pass
+    def close(self, grace: float = 5.0) -> None:
+        """Close the socket: the zygote reaps its workers (which exit when their pipes close) and
+        exits; killed if it has not within ``grace`` seconds."""
+        self.sock.close()
+        end = time.monotonic() + grace
+        while time.monotonic() < end:
             try:
                 if self.proc is not None:
-                    self.proc.wait(5)
-                else:
-                    os.waitpid(self.pid, 0)
-            except Exception:  # noqa: BLE001
-                pass
+                    if self.proc.poll() is not None:
+                        return
+                elif os.waitpid(self.pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:
+                return
+            time.sleep(0.01)
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            if self.proc is not None:
+                self.proc.wait(5)
+            else:
+                os.waitpid(self.pid, 0)
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _tail(path: str) -> str:
@@ -1406,6 +1417,7 @@ class _Pool:
         self.tmpdir = tempfile.mkdtemp(prefix="inferspec-workers-")
         self.zygote: _Zygote | None = None
         self.processes: list[_Process] = []
+        self.connections: list = []
         self._counter = itertools.count(1)
 
     def prestart(self) -> None:
@@ -1445,8 +1457,17 @@ class _Pool:
         return proc, w2j_r, j2w_w
 
     def shutdown(self) -> None:
-        for p in self.processes:
-            p.kill()
+        for conn in self.connections:
+            if conn.dead is None:
+                conn._close()
+                conn.dead = SubmissionDied("exited", "closed by the judge")
+        self.connections.clear()
+        for p in self.processes:  # their pipes are closed: they exit on their own; these are stragglers
+            if p.popen is not None and p.popen.poll() is None:
+                try:
+                    p.popen.wait(2)
+                except subprocess.TimeoutExpired:
+                    p.kill()
         for p in self.processes:
             if p.popen is not None:
                 try:
@@ -1533,6 +1554,7 @@ class Submission:
         process, rfd, wfd = pool().start(config)
         conn = WorkerConnection(self, concept, process, rfd, wfd)
         self.connections[concept] = conn
+        pool().connections.append(conn)
         conn.request("start", None)
         return conn
 
@@ -1547,10 +1569,11 @@ class Submission:
         return obj
 
     def close(self) -> None:
+        """End the workers: closing their pipes makes each exit."""
         for conn in self.connections.values():
             if conn.dead is None:
-                conn.process.kill()
                 conn._close()
+                conn.dead = SubmissionDied("exited", "closed by the judge")
 
     def __repr__(self) -> str:
         return f"Submission({self.spec!r})"

@@ -158,14 +158,22 @@ def resolve_in(module: ModuleType, contract_name: str, impl: str) -> Any | None:
 def _wrap_not_implemented(obj: Any, impl: str, name: str) -> Any:
     """Turn a ``NotImplementedError`` raised directly by a stub into ``NotImplementedInImpl``.
 
-    Functions are wrapped. A class whose own methods raise ``NotImplementedError`` (the student
-    template's stubs) is replaced by a thin subclass whose methods are wrapped the same way, so a
+    Functions are wrapped. A class whose methods (its own, or inherited from the submission's own
+    classes) raise ``NotImplementedError`` (the student template's stubs) is replaced by a thin
+    subclass whose methods are wrapped the same way, so a
     state machine driving it reports "not implemented" instead of failing; other classes are
     returned untouched.
     """
     if inspect.isclass(obj):
-        stubs = {k: v for k, v in vars(obj).items()
-                 if inspect.isfunction(v) and "NotImplementedError" in v.__code__.co_names}
+        stubs = {}
+        for klass in reversed(obj.__mro__):  # inherited stubs too (class LFU(LRU) of a template)
+            if klass.__module__ != obj.__module__:
+                continue
+            for k, v in vars(klass).items():
+                if inspect.isfunction(v) and "NotImplementedError" in v.__code__.co_names:
+                    stubs[k] = v
+                elif k in stubs:
+                    del stubs[k]  # overridden by a real method
         if not stubs:
             return obj
         wrapped = {k: _wrap_not_implemented(v, impl, f"{name}.{k}") for k, v in stubs.items()}

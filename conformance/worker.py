@@ -392,7 +392,23 @@ def zygote_loop(sock: socket.socket) -> None:
             sock.send(json.dumps({"pid": pid}).encode())
         elif req.get("op") == "wait":
             sock.send(json.dumps({"code": _wait(req["pid"], float(req.get("timeout", 10)))}).encode())
+    _reap(5.0)
     os._exit(0)
+
+
+def _reap(grace: float) -> None:
+    """The judge is done: wait for the workers (their pipes are closed, they are exiting), so their
+    CPU time is accounted to the judge's process tree; kill what is left after ``grace`` seconds."""
+    end = time.monotonic() + grace
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            if time.monotonic() > end:
+                return  # the rest die with this process (PR_SET_PDEATHSIG)
+            time.sleep(0.01)
 
 
 def _wait(pid: int, timeout: float) -> int | None:

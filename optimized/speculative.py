@@ -36,12 +36,21 @@ from reference.speculative import (  # noqa: F401  (Verified, PAD: same names as
 __all__ = ["verify"]
 
 
+CHUNK_BYTES = 2 << 20   # CPU validation: rows per chunk so that a chunk stays in cache between its two passes
+
+
 def _sums_mins(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per position: the total (float32 accumulation, float64 for float64) and the smallest entry;
-    both NaN where a NaN is present (sum and amin propagate it)."""
+    both NaN where a NaN is present (sum and amin propagate it). On the CPU the two passes run
+    chunk by chunk of rows, so that the second reads the chunk from cache, not memory."""
     acc = torch.float64 if probs.dtype == torch.float64 else torch.float32
-    sums = probs.sum(dim=2, dtype=acc) if probs.dtype != acc else probs.sum(dim=2)
-    return sums, probs.amin(dim=2).to(acc)
+    per_row = max(1, probs[0].numel() * probs.element_size()) if probs.shape[0] else 1
+    step = max(1, CHUNK_BYTES // per_row) if probs.device.type == "cpu" else probs.shape[0]
+    sums, mins = [], []
+    for chunk in probs.split(max(1, step)) if probs.shape[0] else [probs]:
+        sums.append(chunk.sum(dim=2, dtype=acc) if chunk.dtype != acc else chunk.sum(dim=2))
+        mins.append(chunk.amin(dim=2) if chunk.shape[2] else chunk.sum(dim=2))
+    return torch.cat(sums), torch.cat(mins).to(acc)
 
 
 def _inverse_cdf(cdf: torch.Tensor, weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:

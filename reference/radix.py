@@ -207,22 +207,24 @@ class RadixCache:
     def _walk(self, namespace, key: tuple) -> list[_Segment]:
         """The path of ``key`` (root first), after splitting the node it stops inside."""
         segments = self._in(namespace)
-        best = max((common_prefix_length(s.key, key) for s in segments), default=0)
+        common = [common_prefix_length(s.key, key) for s in segments]
+        best = max(common, default=0)
         m = best - best % self.page_size  # the longest cached prefix, in whole pages
-        for s in segments:
-            if s.start < m < len(s.key) and s.key[:m] == key[:m]:
-                self._split(s, m)
-                break
-        path = [s for s in self._in(namespace) if len(s.key) <= m and s.key == key[:len(s.key)]]
+        # on the path: every segment whose whole key starts ``key`` and ends by ``m``
+        path = [s for s, c in zip(segments, common) if c >= len(s.key) and len(s.key) <= m]
+        for s, c in zip(segments, common):
+            if s.start < m < len(s.key) and c >= m:   # the walk stops inside this segment's run
+                path.append(self._split(s, m))
         return sorted(path, key=lambda s: s.start)
 
-    def _split(self, segment: _Segment, m: int) -> None:
+    def _split(self, segment: _Segment, m: int) -> _Segment:
         """Cut ``segment`` at path length ``m``: a new segment takes the run before ``m``."""
         cut = m - segment.start
         head = _Segment(segment.namespace, segment.key[:m], segment.start, segment.slots[:cut])
         segment.start, segment.slots = m, segment.slots[cut:]
         self._segments.append(head)
         self.policy.copy(segment, head)
+        return head
 
     def _touch(self, path: list[_Segment]) -> None:
         for s in path:

@@ -27,7 +27,20 @@ Pinned order, per row (each row has its own parameters, see :class:`SamplingPara
 
 top_k = 0 (or >= vocab), top_p = 1 and min_p = 0 disable their stage. ``temperature = 0`` means
 greedy: probs is one-hot at argmax of x after steps 1-2, ties broken toward the SMALLEST token id
-(torch.argmax's rule); top-k/top-p/min-p are then moot (the argmax survives them all).
+(torch.argmax's rule); top-k/top-p/min-p are then moot (the argmax survives them all). Only
+T == 0 is greedy: any T > 0, however small (1e-6, 1e-38), samples (a tie at the max stays a tie),
+and since x - max x <= 0, z never overflows (dividing the raw logits by a tiny T would). A huge T
+flattens the kept set toward uniform; nothing clamps T.
+
+Omitted arguments are their documented defaults: ``params`` omitted = None = ``SamplingParams()``
+= every field at its default (temperature 1, top_k 0, top_p 1, min_p 0, repetition_penalty 1,
+presence/frequency penalties 0, no logit_bias) = plain softmax of the logits;
+``prompt_tokens`` / ``output_tokens`` omitted = None = no token seen (the penalties then change
+nothing). ``sample`` has no default randomness: it needs ``generator`` or ``uniforms``.
+
+Boundaries: batch 0 is legal (probs (0, vocab), tokens (0,) int64, nothing drawn); vocab >= 1
+(vocab 1 gives that token probability 1 under every setting); top_p just above 0 keeps the top
+tie group; min_p = 1 keeps exactly the maxima; top_k = 1 keeps every tied maximum.
 All three filters keep an upper set of z, so the kept set is always {t : z_t >= v} for one
 threshold v per row: a tie is never split. Boundary decisions are made in the compute dtype
 (float32 for float16/bfloat16/float32 logits); a token whose decision flips within that rounding
@@ -43,7 +56,12 @@ Sampling is inverse-CDF in token-id order: with u in [0, 1) per row (drawn as fl
 ``generator``, or given as ``uniforms``) the token is the smallest t with
 C_t > u * C_{vocab-1}, where C = cumsum(probs) in token-id order (the last token with positive
 probability if rounding leaves none). The same u always gives the same token, so ``uniforms``
-makes any sampler testable exactly.
+makes any sampler testable exactly. The generator is consumed exactly as :func:`draw_uniforms`
+does, once per call after validation: ``torch.rand(batch, generator=generator,
+dtype=torch.float64, device=logits.device)`` (greedy rows included; nothing else is drawn).
+So ``sample(..., generator=g)`` == ``sample(..., uniforms=<that draw from a generator in g's
+state>)``, and g ends in the state that draw leaves it in: float32 uniforms or
+``torch.multinomial`` are other draws, not this one.
 
 Errors: malformed arguments raise TypeError/ValueError naming the argument (``top_p``,
 ``temperature``, ``logits``, ...); NaN or +inf logits, a penalty or bias that overflows to +inf,

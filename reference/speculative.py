@@ -229,32 +229,35 @@ def draw(generator: torch.Generator, batch: int, gamma: int, device) -> torch.Te
 
 
 # ----------------------------------------------------------------------------- the rule
-def _row_emit(p_rows: torch.Tensor, q_rows: torch.Tensor, x: torch.Tensor, u: torch.Tensor, v: float,
-              n: int, greedy: bool) -> tuple[int, int]:
-    """One row: (number accepted, emitted token). p_rows (n + 1, vocab) and q_rows (n, vocab)
-    float64, x (n,) draft tokens, u (n,) acceptance uniforms, v the draw uniform."""
-    for i in range(n):
-        xi = int(x[i])
-        if greedy:
-            accepted = xi == int(p_rows[i].argmax())
-        else:
-            pi, qi = float(p_rows[i, xi]), float(q_rows[i, xi])
-            accepted = qi > 0 and float(u[i]) * qi < pi
-        if not accepted:
-            if greedy:
-                return i, int(p_rows[i].argmax())
-            residual = (p_rows[i] - q_rows[i]).clamp(min=0)
-            if not bool((residual > 0).any()):   # only through rounding (module doc)
-                residual = p_rows[i]
-            return i, _draw(residual, v)
-    if greedy:
-        return n, int(p_rows[n].argmax())
-    return n, _draw(p_rows[n], v)
-
-
 def _draw(weights: torch.Tensor, v: float) -> int:
     """reference.sampling.inverse_cdf on one row of float64 weights."""
     return int(inverse_cdf(weights[None], torch.tensor([v], dtype=torch.float64, device=weights.device))[0])
+
+
+def _verify_row(p: torch.Tensor, q: torch.Tensor | None, x: list[int], u: list[float], v: float,
+                greedy: bool) -> tuple[int, int]:
+    """One row with n = len(x) drafts: (number accepted, emitted token). p (n + 1, vocab) and q
+    (n, vocab, or None: one-hot on the drafts) float64; u the n acceptance uniforms; v the draw."""
+    n = len(x)
+    for i in range(n):
+        if greedy:
+            accepted = x[i] == int(p[i].argmax())
+        else:
+            pi = float(p[i, x[i]])
+            qi = float(q[i, x[i]]) if q is not None else 1.0
+            accepted = qi > 0 and u[i] * qi < pi
+        if not accepted:
+            if greedy:
+                return i, int(p[i].argmax())
+            qrow = q[i] if q is not None else torch.nn.functional.one_hot(
+                torch.tensor(x[i]), p.shape[1]).to(torch.float64)
+            residual = (p[i] - qrow).clamp(min=0)
+            if not bool((residual > 0).any()):   # only through rounding (module doc)
+                residual = p[i]
+            return i, _draw(residual, v)
+    if greedy:
+        return n, int(p[n].argmax())
+    return n, _draw(p[n], v)
 
 
 def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
@@ -268,25 +271,24 @@ def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_t
     exactly ``torch.rand(batch, γ + 1, dtype=float64)``.
     """
     a = check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator)
-    p = target_probs.detach().to(torch.float64)
-    q = None if draft_probs is None else draft_probs.detach().to(torch.float64)
-    report_bad_distributions("target_probs", p.sum(dim=2), p.amin(dim=2), a.active_p, target_probs.dtype)
+    p = target_probs.detach().to("cpu", torch.float64)
+    q = None if draft_probs is None else draft_probs.detach().to("cpu", torch.float64)
+    report_bad_distributions("target_probs", p.sum(dim=2), p.amin(dim=2), a.active_p.cpu(), target_probs.dtype)
     if q is not None:
-        report_bad_distributions("draft_probs", q.sum(dim=2), q.amin(dim=2), a.active_q, draft_probs.dtype)
+        report_bad_distributions("draft_probs", q.sum(dim=2), q.amin(dim=2), a.active_q.cpu(), draft_probs.dtype)
     report_bad_tokens(draft_tokens, a.active_q, a.vocab)
     u = a.uniforms if a.uniforms is not None else draw(generator, a.batch, a.gamma, target_probs.device)
 
-    tokens = torch.full((a.batch, a.gamma + 1), PAD, dtype=torch.int64)
-    num_accepted = torch.zeros(a.batch, dtype=torch.int64)
+    u, lens, greedy_rows = u.tolist(), a.lens.tolist(), a.greedy.tolist()
+    drafts = draft_tokens.tolist()
+    tokens, num_accepted = [], []
     for r in range(a.batch):
-        n = int(a.lens[r])
-        x = draft_tokens[r, :n].to(torch.int64)
-        if q is not None:
-            q_rows = q[r, :n]
-        else:  # drafts without probabilities: q_i is one-hot on x_i
-            q_rows = torch.nn.functional.one_hot(x, a.vocab).to(torch.float64)
-        k, token = _row_emit(p[r, :n + 1], q_rows, x, u[r, :n], float(u[r, a.gamma]), n, bool(a.greedy[r]))
-        tokens[r, :k] = x[:k].cpu()
-        tokens[r, k] = token
-        num_accepted[r] = k
-    return Verified(tokens.to(target_probs.device), num_accepted.to(target_probs.device))
+        n = lens[r]
+        x = drafts[r][:n]
+        k, token = _verify_row(p[r, :n + 1], None if q is None else q[r, :n], x, u[r][:n], u[r][a.gamma],
+                               greedy_rows[r])
+        tokens.append(x[:k] + [token] + [PAD] * (a.gamma - k))
+        num_accepted.append(k)
+    device = target_probs.device
+    return Verified(torch.tensor(tokens, dtype=torch.int64).reshape(a.batch, a.gamma + 1).to(device),
+                    torch.tensor(num_accepted, dtype=torch.int64).to(device))

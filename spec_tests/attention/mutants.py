@@ -87,6 +87,12 @@ MUTANTS = [
           REF,
           "def attention(q, k, v, *, causal: bool = False,",
           "def attention(q, k, v, *, causal: bool = True,"),
+    Patch("default_returns_lse",
+          "The documented default return_lse=False changed to True: a call that omits it gets an "
+          "(out, lse) tuple instead of out.",
+          REF,
+          "scale: float | None = None, return_lse: bool = False):\n",
+          "scale: float | None = None, return_lse: bool = True):\n"),
     Patch("decode_lse_squeezed",
           "lse squeezed on its last axis: right for prefill, but a single query (q_len 1, decode) "
           "gets lse of shape (batch, q_heads) instead of (batch, q_heads, 1).",

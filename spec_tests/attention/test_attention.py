@@ -185,8 +185,8 @@ def test_fully_masked_rows_are_zero_with_lse_minus_inf(impl, device, case, extra
 
 
 # ------------------------------------------------------------------ defaults and boundaries
-@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 31), omit=frozenset({"causal"}))
-@example(case=AttnCase(1, 2, 1, 6, 9, 64, False, 2, "float32", 32), omit=frozenset({"scale", "return_lse"}))
+@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 31), omit=frozenset({"causal"}))  # default_causal_true
+@example(case=AttnCase(1, 2, 1, 6, 9, 64, False, 2, "float32", 32), omit=frozenset({"scale", "return_lse"}))  # default_returns_lse
 @settings(max_examples=_scaled(10))
 @given(case=attn_cases(max_len=24, head_dims=(16, 64), max_work=8),
        omit=st.frozensets(st.sampled_from(sorted(DEFAULTS)), min_size=1))
@@ -194,7 +194,7 @@ def test_omitted_arguments_mean_the_defaults(impl, device, case, omit):
     """Omitting ``causal`` / ``window`` / ``scale`` / ``return_lse`` gives, bit for bit, what
     passing the documented default gives (causal=False, window=None, scale=None, return_lse=False;
     the others as drawn), and ``scale=None`` is exactly ``1/sqrt(head_dim)`` (head_dim 16 or 64:
-    exactly representable). Mutant: default_causal_true."""
+    exactly representable). Mutants: default_causal_true, default_returns_lse."""
     fn = impl.get("attention.attention")
     q, k, v = case.tensors(device)
     drawn = dict(case.kwargs, return_lse=case.seed % 2 == 1)

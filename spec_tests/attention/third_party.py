@@ -48,6 +48,8 @@ def _check(q, k, v, window, scale) -> None:
         raise ValueError(f"k {tuple(k.shape)} and v {tuple(v.shape)} must have one shape")
     if k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
         raise ValueError(f"k {tuple(k.shape)} must match q {tuple(q.shape)} in batch and head_dim")
+    if q.shape[3] == 0:
+        raise ValueError("head_dim must be >= 1, got 0")
     if k.shape[1] == 0 or q.shape[1] % k.shape[1]:
         raise ValueError(f"q heads ({q.shape[1]}) must be a multiple of k heads ({k.shape[1]})")
     if window is not None:

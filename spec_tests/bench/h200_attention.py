@@ -270,7 +270,77 @@ def table(rows, ceilings):
         log(f"{key[0]:4} {key[1]:5} {key[2]:4d} {key[3]:6d} {str(key[4]):>6} | {cells} | {r1} {r2}")
 
 
+def _old_cpu_brute_force(q, k, v, causal, window, scale):
+    """The spec's float64 oracle as it was before issue 9: on the CPU, one query at a time."""
+    q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+    b, h, nq, d = q.shape
+    nk = k.shape[2]
+    k, v = (t.repeat_interleave(h // t.shape[1], dim=1) for t in (k, v))
+    out = torch.zeros(b, h, nq, d, dtype=torch.float64)
+    for i in range(nq):
+        keys = [j for j in range(nk) if (not causal or j <= i + nk - nq) and (window is None or j >= i + nk - nq - window)]
+        if keys:
+            s = torch.einsum("bhd,bhjd->bhj", q[:, :, i], k[:, :, keys]) * scale
+            w = torch.exp(s - s.max(-1, keepdim=True).values)
+            out[:, :, i] = torch.einsum("bhj,bhjd->bhd", w / w.sum(-1, keepdim=True), v[:, :, keys])
+    return out
+
+
+def spec_diag(n_cases: int, out_path: str, seconds: float) -> None:
+    """Issue 9, 'the bundled reference fails on the GPU': (1) GQA vs repeated-KV MHA of the
+    reference in float32 on the GPU against the old metamorphic bound (4 x err_ref + floor at |out|)
+    and the new rule (each side vs the oracle, floor at the scores' magnitude); (2) the old CPU
+    oracle's time per call while the GPU test run loads the host (its 16 intra-op threads per
+    xdist worker), against one thread. Writes JSON."""
+    from conformance.tolerance import rounding_floor
+    from spec_tests.attention.oracles import attention_brute_force, out_floor_from
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    g = torch.Generator().manual_seed(0)
+    ri = lambda a, b: int(torch.randint(a, b + 1, (1,), generator=g))  # noqa: E731
+    res = dict(cases=0, gqa_ne_mha=0, old_rule_fails=0, new_rule_fails=0, worst_old_ratio=0.0, worst_new_ratio=0.0)
+    for _ in range(n_cases):
+        kvh, grp, b = ri(1, 2), (2, 4, 8)[ri(0, 2)], ri(1, 2)
+        nq, nk, d = ri(1, 40), ri(1, 40), (16, 32, 64)[ri(0, 2)]
+        causal, window = bool(ri(0, 1)), (None if ri(0, 1) else ri(0, 40))
+        scale = None if ri(0, 1) else 0.05 + 0.95 * float(torch.rand((), generator=g))
+        q = torch.randn(b, kvh * grp, nq, d, generator=g).to(dev)
+        k, v = (torch.randn(b, kvh, nk, d, generator=g).to(dev) for _ in range(2))
+        kw = dict(causal=causal, window=window, scale=scale)
+        gqa = ref.attention(q, k, v, **kw)
+        mha = ref.attention(q, k.repeat_interleave(grp, 1), v.repeat_interleave(grp, 1), **kw)
+        oracle, _ = attention_brute_force(q, k, v, **kw)
+        err_ref = (gqa.double() - oracle).abs().max().item()
+        diff = (gqa - mha).abs().max().item()
+        old = 4 * err_ref + rounding_floor(oracle.cpu(), torch.float32)
+        new = 2 * err_ref + rounding_floor(out_floor_from(q, k, v, scale, oracle), torch.float32)
+        err_mha = (mha.double() - oracle).abs().max().item()
+        res["cases"] += 1
+        res["gqa_ne_mha"] += diff > 0
+        res["old_rule_fails"] += diff > old
+        res["new_rule_fails"] += err_mha > new
+        res["worst_old_ratio"] = max(res["worst_old_ratio"], diff / old)
+        res["worst_new_ratio"] = max(res["worst_new_ratio"], err_mha / new)
+    log(f"GQA vs MHA, reference, float32, {dev}:", res)
+    q = torch.randn(2, 16, 40, 64); k = torch.randn(2, 2, 40, 64); v = torch.randn(2, 2, 40, 64)
+    timing = {}
+    for threads in (torch.get_num_threads(), 1):
+        torch.set_num_threads(threads)
+        _old_cpu_brute_force(q, k, v, True, None, 0.125)
+        t0, calls = time.time(), 0
+        while time.time() - t0 < seconds:
+            _old_cpu_brute_force(q, k, v, True, None, 0.125)
+            calls += 1
+        timing[f"threads_{threads}_ms_per_call"] = round((time.time() - t0) / calls * 1e3, 2)
+    res["old_cpu_oracle_40_queries"] = timing
+    log("old CPU oracle, 40 queries, during the test run:", timing)
+    with open(out_path, "w") as f:
+        json.dump(res, f, indent=1)
+
+
 def main():
+    if "--spec-diag" in sys.argv:
+        return spec_diag(int(os.environ.get("DIAG_CASES", "3000")), os.environ.get("DIAG_OUT", "spec_diag.json"),
+                         float(os.environ.get("DIAG_SECONDS", "20")))
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="attention_h200.json")
     ap.add_argument("--tune", action="store_true")

@@ -56,11 +56,11 @@ def _pin(*cases):
 PINNED = (
     AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1),     # GQA 2x2, ragged key tail, 3 tiles: unmasked_tail, gqa_wrong_kv_head
     AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2),     # causal diagonal: causal_off_by_one
-    AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3),         # MQA, causal + window, q < kv: window_edge_tile_unmasked
+    AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3),         # MQA, causal + window, q < kv: window_first_tile_skipped
     AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4),       # q > kv: 11 fully masked rows: causal_off_by_one
     AttnCase(1, 2, 1, 64, 64, 32, True, None, "bfloat16", 5),     # two full query tiles: q_tiles_off_by_one
-    AttnCase(1, 2, 2, 48, 65, 16, True, 33, "float16", 6),        # window edge 1 past a key tile: window_first_tile_skipped
-    AttnCase(1, 2, 1, 5, 32, 16, False, None, "float16", 7, -0.25),  # negative scale, whole key tiles: negative_scale_max
+    AttnCase(1, 2, 2, 48, 65, 16, True, 33, "float16", 6),        # window edge 1 past a key tile: window_edge_tile_unmasked
+    AttnCase(1, 2, 1, 5, 32, 16, False, None, "float16", 7, -0.25, 3.0),  # negative scale, whole key tiles: negative_scale_max
     AttnCase(1, 2, 1, 9, 17, 16, True, None, "bfloat16", 8, 0.0),  # scale 0: scale_zero_is_default
     AttnCase(1, 4, 2, 17, 20, 8, False, 0, "float16", 9),         # window 0, head_dim 8: window_zero_is_none
     AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 10),       # q_len 1, kv_len 1: causal_off_by_one

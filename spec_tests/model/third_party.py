@@ -33,6 +33,7 @@ requires it to pass). Needs ``transformers`` (the ``test`` extra).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from dataclasses import dataclass
 from numbers import Real
@@ -50,6 +51,8 @@ __all__ = ["ModelConfig", "Transformer", "save_weights", "load_weights"]
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 _ATTN = "inferspec_callable"
+# transformers >= 5.2x names the cache argument ``cache`` (``past_key_values`` before).
+_CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
 
 def _int(name, value, minimum=1):
@@ -202,8 +205,8 @@ class Transformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor, cache: Cache | None = None) -> torch.Tensor:
         self._check(tokens, cache)
-        out = self.hf(input_ids=tokens, cache=None if cache is None else cache.hf,
-                      use_cache=cache is not None, **self.attention_kwargs)
+        out = self.hf(input_ids=tokens, use_cache=cache is not None, **self.attention_kwargs,
+                      **{_CACHE_ARG: None if cache is None else cache.hf})
         return out.logits
 
 

@@ -10,6 +10,10 @@ from hypothesis import given, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
 
+# Each of these takes milliseconds (a second under the thorough profile); a submission that hangs
+# (say, a free() that waits for a sibling) gets its verdict in 30 s instead of the default 300.
+pytestmark = pytest.mark.timeout(30)
+
 
 def snapshot(alloc) -> tuple:
     """Everything observable: free blocks, each live sequence's table and length, every ref count."""

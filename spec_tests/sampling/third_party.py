@@ -58,10 +58,6 @@ from reference.sampling import (  # noqa: F401  (SamplingParams: the contract's 
 __all__ = ["sampling_probs", "sample"]
 
 
-def _seen(tokens, r: int) -> list[int]:
-    return [] if tokens is None else tokens[r].tolist()
-
-
 def _groups(keys: list) -> dict:
     """Row indices per distinct key: rows with equal settings go through HF as one batch (each
     HF processor takes one value for the whole batch)."""
@@ -79,24 +75,31 @@ def _processed(logits, params, prompt_tokens, output_tokens):
         raise ValueError(f"logits contain NaN (row {int(torch.isnan(x).any(1).nonzero()[0])})")
     h = rows.host
     bias = rows.logit_bias
-    keys = []
-    for r in range(x.shape[0]):
-        b = () if bias is None else tuple((t, float(bias[r, t])) for t in (bias[r] != 0).nonzero().flatten().tolist())
-        keys.append((h["repetition_penalty"][r], h["frequency_penalty"][r], h["presence_penalty"][r],
-                     tuple(_seen(prompt, r)), tuple(_seen(output, r)), b))
+    batch = x.shape[0]
+    if bias is None:
+        bias_row = [0] * batch
+    else:                                   # rows with equal biases share one index
+        bias_row = torch.unique(bias.cpu(), dim=0, return_inverse=True)[1].tolist()
+    seen_p = [()] * batch if prompt is None else [tuple(t.tolist()) for t in prompt]
+    seen_o = [()] * batch if output is None else [tuple(t.tolist()) for t in output]
+    keys = list(zip(h["repetition_penalty"], h["frequency_penalty"], h["presence_penalty"], seen_p, seen_o,
+                    bias_row))
     out = torch.empty_like(x)
-    for (rep, freq, pres, seen_p, seen_o, b), idx in _groups(keys).items():
+    for (rep, freq, pres, prompt_r, output_r, _), idx in _groups(keys).items():
         sel = torch.tensor(idx, device=x.device)
         scores = x[sel].clone()
-        seen = list(seen_p) + list(seen_o)
+        seen = list(prompt_r) + list(output_r)
         ids = torch.tensor([seen] * len(idx), dtype=torch.long, device=x.device).reshape(len(idx), -1)
         if rep != 1 and seen:
             scores = lp.RepetitionPenaltyLogitsProcessor(float(rep))(ids, scores)
-        if (freq or pres) and seen_o:
-            counts = torch.bincount(torch.tensor(seen_o), minlength=x.shape[1]).to(device=x.device, dtype=dtype)
+        if (freq or pres) and output_r:
+            counts = torch.bincount(torch.tensor(output_r), minlength=x.shape[1]).to(device=x.device, dtype=dtype)
             scores = scores - (freq * counts + pres * (counts > 0).to(dtype))[None]
-        if b:
-            scores = lp.SequenceBiasLogitsProcessor({(t,): v for t, v in b})(ids, scores)
+        if bias is not None:
+            b = bias[idx[0]]
+            nz = (b != 0).nonzero().flatten().tolist()
+            if nz:
+                scores = lp.SequenceBiasLogitsProcessor({(t,): float(b[t]) for t in nz})(ids, scores)
         out[sel] = scores
     check_processed(out)
     return out, h

@@ -290,6 +290,24 @@ def test_autograd_runs_through_the_boundary(mechanics):
     assert torch.allclose(q.grad, k.detach()) and torch.allclose(k.grad, q.detach())
 
 
+def test_memory_limit_is_a_clear_verdict(tmp_path):
+    """--memory GB caps each worker's address space: allocating past it is "out of memory" for that
+    cell; the next call of the cell raises the same verdict at once (nothing is restarted)."""
+    vm_kb = next(int(l.split()[1]) for l in Path("/proc/self/status").read_text().splitlines() if l.startswith("VmSize"))
+    limit = vm_kb / (1 << 20) + 1.0    # the worker is a fork of this process: its size + 1 GB
+    path = tmp_path / "greedy.py"
+    path.write_text(KV.replace("    size = ", "    torch.empty(8 << 30, dtype=torch.uint8).fill_(1)\n    size = "))
+    impl = load_implementation(str(path), options=isolation.Options(memory_gb=limit))
+    f = impl.get("kv_bytes.kv_cache_bytes")
+    try:
+        for _ in range(2):
+            with pytest.raises(isolation.SubmissionDied) as info:
+                f(layers=1, kv_heads=1, head_dim=1, seq_len=1)
+            assert info.value.kind == "out of memory" and info.value.verdict.startswith("out of memory"), info.value
+    finally:
+        impl.submission.close()
+
+
 # --- the report never loses the counterexample ----------------------------------------------------
 WRONG_ABOVE_100 = KV.replace("    return 2 * layers", "    if seq_len > 5000:\n        raise OverflowError('too long')\n"
                              "    if seq_len > 100:\n        return 0\n    return 2 * layers")
@@ -325,6 +343,7 @@ def test_forbid_reference_under_xdist_builds_the_table(tmp_path):
     """--forbid-reference: importing the reference's behaviour is the cell's verdict; the
     vocabulary (SamplingParams, StopParams, ModelConfig) may be imported. Run with -n 2: the
     controller builds the table from the workers' reports."""
+    pytest.importorskip("xdist", reason="pytest-xdist (a test extra) is not installed")
     cheat = _write(tmp_path, "cheat", "from reference.attention import attention\n")
     vocab = _write(tmp_path, "vocab", "from reference.sampling import SamplingParams\n"
                    "from reference.stopping import StopParams\nfrom reference.model import ModelConfig\n")

@@ -1,0 +1,107 @@
+"""Speculative verification speed: the per-row, per-position reference vs the batched optimized
+verifier, timed alternately in one run (the ratio is what the floors hold).
+
+    PYTHONPATH=. python3 spec_tests/bench/speculative_speed.py                 # CPU: 64 x γ 4 x 32,000
+    PYTHONPATH=. python3 spec_tests/bench/speculative_speed.py --threads 1     # one intra-op thread
+    PYTHONPATH=. python3 spec_tests/bench/speculative_speed.py --device cuda   # GPU: 256 x γ 4 x 128,256
+
+Workloads (float32 probabilities from a seeded generator): the target is softmax(4 * randn) (LLM-like
+peakedness); the draft is softmax of the target's logits plus noise * randn: "good draft" (noise
+1: ~2.5 of 4 drafts accepted on average), "poor draft" (noise 4: most rows reject the first draft)
+and "n-gram" (draft_probs=None, drafts from the good draft). Drafts are drawn from the draft
+distribution. Each timed call is a whole ``verify(..., uniforms=u)``: validation, acceptance,
+residual, draw. Both implementations get the same uniforms and must return the same tokens (checked
+before timing). With OUT set (the device machine), the JSON goes to $OUT/speculative_speed_<device>.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import torch
+
+import optimized.speculative as opt
+import reference.speculative as ref
+
+CONFIGS = {"good draft": 1.0, "poor draft": 4.0, "n-gram": 1.0}
+
+
+def make_inputs(batch: int, gamma: int, vocab: int, config: str, device, seed: int = 0) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(batch, gamma + 1, vocab, generator=g) * 4.0
+    p = torch.softmax(logits, dim=2)
+    q = torch.softmax(logits[:, :gamma] + CONFIGS[config] * torch.randn(batch, gamma, vocab, generator=g), dim=2)
+    tokens = torch.multinomial(q.reshape(-1, vocab), 1, generator=g).reshape(batch, gamma)
+    u = torch.rand(batch, gamma + 1, generator=g, dtype=torch.float64)
+    return dict(target_probs=p.to(device), draft_probs=None if config == "n-gram" else q.to(device),
+                draft_tokens=tokens.to(device), uniforms=u.to(device))
+
+
+def _sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_call(fn, kw, device) -> float:
+    _sync(device)
+    t0 = time.perf_counter()
+    fn(**kw)
+    _sync(device)
+    return time.perf_counter() - t0
+
+
+def measure(batch: int, gamma: int, vocab: int, config: str, device, rounds: int) -> dict:
+    kw = make_inputs(batch, gamma, vocab, config, device)
+    a, b = ref.verify(**kw), opt.verify(**kw)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.num_accepted, b.num_accepted), "tokens differ"
+    for _ in range(2):
+        opt.verify(**kw)
+    times = {"reference": [], "optimized": []}
+    for _ in range(rounds):
+        for name, mod in (("reference", ref), ("optimized", opt)):
+            times[name].append(time_call(mod.verify, kw, device))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return dict(config=config, batch=batch, gamma=gamma, vocab=vocab,
+                mean_accepted=float(a.num_accepted.float().mean()),
+                median_ms={k: v * 1e3 for k, v in med.items()},
+                min_ms={k: min(v) * 1e3 for k, v in times.items()},
+                speedup=med["reference"] / med["optimized"], raw_s=times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--rounds", type=int, default=15)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cuda = args.device == "cuda"
+    batch, gamma, vocab = (256, 4, 128256) if cuda else (64, 4, 32000)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    rows = [measure(batch, gamma, vocab, c, args.device, args.rounds) for c in CONFIGS]
+    print(f"{batch} x γ {gamma} x {vocab} float32, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+          f"median of {args.rounds} alternating rounds (load average before the run {load:.2f}):\n")
+    print("| workload | mean accepted | reference ms | optimized ms | speedup |")
+    print("|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['config']} | {r['mean_accepted']:.2f} | {r['median_ms']['reference']:.1f} | "
+              f"{r['median_ms']['optimized']:.2f} | {r['speedup']:.1f}x |")
+    out = dict(device=args.device, machine=platform.processor() or platform.machine(),
+               gpu=torch.cuda.get_device_name() if cuda else None, torch=torch.__version__,
+               threads=torch.get_num_threads(), load_average=load, rows=rows)
+    path = os.path.join(os.environ.get("OUT", "."), f"speculative_speed_{args.device}.json") if os.environ.get("OUT") else None
+    if path:
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+    elif os.environ.get("SPEC_JSON"):
+        with open(os.environ["SPEC_JSON"], "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
