@@ -1420,10 +1420,15 @@ class _Pool:
         self.connections: list = []
         self._counter = itertools.count(1)
 
-    def prestart(self) -> None:
+    def prestart(self, fork: bool = False) -> None:
+        """Start the zygote. ``fork=True`` forks this process, which is only safe before it has run
+        a parallel torch op (a fork of a process whose OpenMP pool is running deadlocks in the
+        child's first matmul): the plugin does it in pytest_configure. Otherwise the zygote is a
+        fresh ``python -m conformance.worker zygote`` (one more torch import)."""
         if self.zygote is None and _can_fork():
             try:
-                self.zygote = _Zygote(self.tmpdir, fork=os.environ.get("INFERSPEC_ZYGOTE") != "spawn")
+                fork = fork and os.environ.get("INFERSPEC_ZYGOTE") != "spawn"
+                self.zygote = _Zygote(self.tmpdir, fork=fork)
             except Exception:  # noqa: BLE001
                 self.zygote = None
 

@@ -127,6 +127,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONCEPT_FILTER] = set(concepts)
     config.stash[RESULTS] = report.Results([i.name for i in impls])
     config.pluginmanager.register(_Session(config), "inferspec-session")
+    xdist_controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    if any(i.isolated for i in impls) and not xdist_controller:
+        # Workers are forked from a fork of this process taken now, before any test has run a
+        # torch op: they start in milliseconds with torch and the reference already imported.
+        isolation.pool().prestart(fork=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -294,7 +299,6 @@ class _Session:
         from hypothesis import settings
         slow_ok = config.getoption("run_slow") or settings.get_current_profile_name() == "thorough"
         default_timeout = _configured_timeout(config)
-        isolated = False
         for it in items:
             marker = it.get_closest_marker("timeout")
             timeout = float(marker.args[0]) if marker and marker.args else default_timeout
@@ -302,15 +306,12 @@ class _Session:
                 it.stash[TEST_TIMEOUT] = timeout
             impl = impl_obj(it)
             if impl is not None and impl.isolated:
-                isolated = True
                 if timeout:  # our deadline ends the call; pytest-timeout is the backstop
                     it.add_marker(pytest.mark.timeout(timeout + BACKSTOP_S))
             if "gpu" in it.keywords and not cuda:
                 it.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (none here); runs natively on the H200"))
             if "slow" in it.keywords and not slow_ok:
                 it.add_marker(pytest.mark.skip(reason="slow: use --run-slow or --hypothesis-profile=thorough"))
-        if isolated:
-            isolation.pool().prestart()  # the zygote imports torch while the first tests run
 
     def _reproduce(self, item: pytest.Item, impl: Implementation | None) -> str:
         """A command that reruns this test from any folder: absolute paths, the repository as

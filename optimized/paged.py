@@ -1,5 +1,6 @@
-"""The block allocator in O(1) per block (same contract and same block choices as
-reference/paged.py, whose docstring is the contract).
+"""The block allocator in O(1) per block (same contract as reference/paged.py, whose docstring is
+the contract, and the same block choices -- a LIFO stack, block 0 first -- which the contract
+leaves open; spec_tests/bundled/test_paged_internals.py checks the two agree block for block).
 
 The reference counts a block's references over every block table and keeps its free list with the
 next block at the front (``pop(0)``): both cost time proportional to the pool or to the blocks in

@@ -41,12 +41,16 @@ Contract
     ``can_allocate(n_tokens) -> bool`` (would ``allocate`` of a new sequence of ``n_tokens``
     succeed now), and the attributes ``num_blocks``, ``block_size``. Returned lists are copies.
 
-Which block is taken (pinned, so that two implementations agree operation for operation):
-the free blocks form a LIFO stack. Initially block 0 is handed out first, then 1, 2, ...; a block
-that goes back to the pool is handed out next. ``free`` releases a table's blocks from the last
-to the first, so ``table[0]`` is on top: a freed sequence's blocks come back in the same order to
-the next allocation. Within one call, blocks are taken in table order, and a copy-on-write block
-is taken before any new block.
+Which free block a call takes is not part of the contract: implementations may choose any free
+block (a LIFO stack, a FIFO queue as in vLLM's ``BlockPool``, the highest id, at random). The
+spec compares an implementation with this reference up to a consistent renaming of block ids:
+the same tables, copy lists and slots once each block is paired with the reference's block that
+plays its part (docs/paged.md, "Which block?"). The reference takes blocks from a LIFO stack:
+from a fresh pool block 0 first, then 1, 2, ...; a block that goes back to the pool is handed out
+next. ``free`` releases a table's blocks from the last to the first, so ``table[0]`` is on top: a
+freed sequence's blocks come back in the same order to the next allocation. Within one call,
+blocks are taken in table order, a copy-on-write block before any new block. (optimized/paged.py
+takes the same blocks; spec_tests/bundled/test_paged_internals.py pins that for the two.)
 
 Bad input and exhaustion. Every check runs before any state changes, so a call that raises
 leaves the allocator exactly as it was:

@@ -111,11 +111,9 @@ TOKEN_LIMIT = 2**32  # token ids are unsigned 32-bit ints
 SLOT_LIMIT = 2**63   # slots index a KV pool: int64
 
 
-class MatchResult(NamedTuple):
-    """What ``match_prefix`` returns: the matched length, the slots of those tokens, the handle."""
-    length: int
-    slots: list
-    handle: object
+# (functional form: the annotations stay types under ``from __future__ import annotations``)
+MatchResult = NamedTuple("MatchResult", [("length", int), ("slots", list), ("handle", object)])
+MatchResult.__doc__ = "What ``match_prefix`` returns: the matched length, the slots of those tokens, the handle."
 
 
 def check_ids(name: str, values, limit: int) -> None:
@@ -169,7 +167,9 @@ class _Segment:
 
 
 class RadixCache:
-    """A prefix cache with SGLang's radix-tree semantics, as a naive store (module docstring)."""
+    """A prefix cache with SGLang's radix-tree semantics: match_prefix, insert, lock, unlock,
+    evict and the sizes total, evictable, protected (the module docstring is the contract; this
+    reference is a naive store)."""
 
     def __init__(self, page_size: int = 1, policy=None):
         self.page_size = check_int("page_size", page_size, minimum=1)

@@ -132,8 +132,9 @@ def _per_row(value, name: str, batch: int, device, *, kind: str) -> torch.Tensor
 
 def check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms,
                  generator) -> Inputs:
-    """Types, shapes, per-row arguments and randomness (module doc); values of the probabilities
-    and tokens are checked by :func:`check_values` once the active positions are known."""
+    """Types, shapes, per-row arguments and randomness (module doc); the values of the
+    probabilities and tokens are checked by :func:`report_bad_distributions` and
+    :func:`report_bad_tokens` at the active positions this returns."""
     check_tensor("target_probs", target_probs, ndim=3, dims="batch, γ + 1, vocab", dtypes=FLOAT_DTYPES)
     batch, positions, vocab = target_probs.shape
     if positions < 1:

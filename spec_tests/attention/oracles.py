@@ -33,37 +33,57 @@ def attention_brute_force(q, k, v, *, causal=False, window=None, scale=None):
 
 
 # ------------------------------------------------------------------ rounding-floor magnitudes
-# A correct implementation's error on out_i = sum_j p_ij v_j comes mostly from the scores: a score
-# s_ij is rounded at the magnitude of the dot product that makes it, |scale| sum_d |q_id k_jd|,
-# not at the magnitude of out (a query over a few keys with large scores has |out| ~ 1 but score
-# errors of ulp(30)), and that error reaches out through the values: d out_i = sum_j p_ij ds_ij
-# (v_j - out_i). So the floor of out is taken at S * rms(v) (S the largest score magnitude), and
-# never below out's own magnitude; the floor of lse (|lse| <= S + log kv_len) at S + log kv_len.
+# A correct implementation's error on out_i = sum_j p_ij v_j comes mostly from its scores, and a
+# score s_ij = scale q_i.k_j is rounded twice: its dot product is accumulated in float32 (an error
+# at the magnitude S = max |scale| sum_d |q_id k_jd|, not at |s_ij|: the terms cancel), and the
+# contract's data flow lets the score be rounded to the input dtype (an error at max |s_ij|).
+# Neither is at the magnitude of out (a query over a few keys with large scores has |out| ~ 1 but
+# score errors of ulp(30)); the score error reaches out through the values:
+# d out_i = sum_j p_ij ds_ij (v_j - out_i). So the floor of out (2 ulps of its dtype at a
+# magnitude) is taken at rms(v) * (max|s| + S * eps32 / eps_dtype), never below max |out|; that of
+# lse (float32) at S + log kv_len + max|s| * eps_dtype / eps32 (|lse| <= S + log kv_len).
 # Torch's own SDPA, wrapped as a submission, failed the output-magnitude floor in about 2 of
 # 4,000 single-query float32 cases (spec_tests/attention/third_party.py; docs/suite-power.md).
 
-def score_magnitude(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> float:
-    """max_ij |scale| * sum_d |q_id k_jd| over every (query, key) pair of a head and its KV head
-    (masked pairs included: an upper bound). q (..., q_heads, q_len, d), k (..., kv_heads, kv_len, d)."""
+def _magnitudes(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> tuple[float, float]:
+    """(S, max |s|) over every (query, key) pair of a head and its KV head (masked pairs
+    included: upper bounds). q (..., q_heads, q_len, d), k (..., kv_heads, kv_len, d)."""
     if q.numel() == 0 or k.numel() == 0:
-        return 0.0
-    q, k = q.detach().to(torch.float64).abs(), k.detach().to(torch.float64).abs()
+        return 0.0, 0.0
+    q, k = q.detach().to(torch.float64), k.detach().to(torch.float64)
     k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else abs(float(scale))
-    return float((q @ k.transpose(-1, -2)).max()) * scale
+    big = float((q.abs() @ k.abs().transpose(-1, -2)).max()) * scale
+    top = float((q @ k.transpose(-1, -2)).abs().max()) * scale
+    return big, top
+
+
+def score_magnitude(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> float:
+    """S = max_ij |scale| * sum_d |q_id k_jd|: the magnitude a score's float32 accumulation is
+    rounded at."""
+    return _magnitudes(q, k, scale)[0]
+
+
+def _eps(dtype: torch.dtype) -> float:
+    return torch.finfo(dtype).eps
 
 
 def out_floor_from(q, k, v, scale, oracle_out: torch.Tensor) -> torch.Tensor:
-    """``floor_from`` for attention outputs: the larger of S * rms(v) and max |out|."""
+    """``floor_from`` for attention outputs (dtype q.dtype): the larger of max |out| and
+    rms(v) * (max|s| + S * eps32 / eps_dtype)."""
+    big, top = _magnitudes(q, k, scale)
     rms_v = float(v.detach().to(torch.float64).pow(2).mean().sqrt()) if v.numel() else 0.0
+    ratio = _eps(torch.float32) / _eps(q.dtype) if q.dtype != torch.float64 else 1.0
     return torch.cat([oracle_out.detach().to("cpu", torch.float64).reshape(-1),
-                      torch.tensor([score_magnitude(q, k, scale) * rms_v], dtype=torch.float64)])
+                      torch.tensor([rms_v * (top + big * ratio)], dtype=torch.float64)])
 
 
 def lse_floor_from(q, k, scale) -> torch.Tensor:
-    """``floor_from`` for lse: S + log(kv_len), a bound on |lse| and the scale its rounding is at."""
-    kv_len = k.shape[-2]
-    return torch.tensor([score_magnitude(q, k, scale) + math.log(max(kv_len, 1))], dtype=torch.float64)
+    """``floor_from`` for lse (float32; float64 has no floor): S + log(kv_len) bounds |lse|, plus
+    the input dtype's rounding of the largest score, in float32 terms."""
+    big, top = _magnitudes(q, k, scale)
+    ratio = _eps(q.dtype) / _eps(torch.float32) if q.dtype != torch.float64 else 1.0
+    return torch.tensor([big + math.log(max(k.shape[-2], 1)) + top * ratio], dtype=torch.float64)
 
 
 def packed_as_batch(t: torch.Tensor) -> torch.Tensor:

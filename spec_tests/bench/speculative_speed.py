@@ -10,7 +10,8 @@ peakedness); the draft is softmax of the target's logits plus noise * randn: "go
 1: ~2.5 of 4 drafts accepted on average), "poor draft" (noise 4: most rows reject the first draft)
 and "n-gram" (draft_probs=None, drafts from the good draft). Drafts are drawn from the draft
 distribution. Each timed call is a whole ``verify(..., uniforms=u)``: validation, acceptance,
-residual, draw. Both implementations get the same uniforms and must return the same tokens (checked
+residual, draw. Wall time and this process's CPU time are both recorded: on a shared machine the
+wall time includes waiting for a core, the CPU time (with --threads 1) does not. Both implementations get the same uniforms and must return the same tokens (checked
 before timing). With OUT set (the device machine), the JSON goes to $OUT/speculative_speed_<device>.json.
 """
 from __future__ import annotations
@@ -46,12 +47,13 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def time_call(fn, kw, device) -> float:
+def time_call(fn, kw, device) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) of one call."""
     _sync(device)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     fn(**kw)
     _sync(device)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def measure(batch: int, gamma: int, vocab: int, config: str, device, rounds: int) -> dict:
@@ -61,15 +63,21 @@ def measure(batch: int, gamma: int, vocab: int, config: str, device, rounds: int
     for _ in range(2):
         opt.verify(**kw)
     times = {"reference": [], "optimized": []}
+    cpu = {"reference": [], "optimized": []}
     for _ in range(rounds):
         for name, mod in (("reference", ref), ("optimized", opt)):
-            times[name].append(time_call(mod.verify, kw, device))
+            wall, used = time_call(mod.verify, kw, device)
+            times[name].append(wall)
+            cpu[name].append(used)
     med = {k: statistics.median(v) for k, v in times.items()}
+    med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
     return dict(config=config, batch=batch, gamma=gamma, vocab=vocab,
                 mean_accepted=float(a.num_accepted.float().mean()),
                 median_ms={k: v * 1e3 for k, v in med.items()},
                 min_ms={k: min(v) * 1e3 for k, v in times.items()},
-                speedup=med["reference"] / med["optimized"], raw_s=times)
+                median_cpu_ms={k: v * 1e3 for k, v in med_cpu.items()},
+                speedup=med["reference"] / med["optimized"],
+                speedup_cpu_time=med_cpu["reference"] / med_cpu["optimized"], raw_s=times, raw_cpu_s=cpu)
 
 
 def main() -> None:
@@ -86,11 +94,12 @@ def main() -> None:
     rows = [measure(batch, gamma, vocab, c, args.device, args.rounds) for c in CONFIGS]
     print(f"{batch} x γ {gamma} x {vocab} float32, torch {torch.__version__}, {torch.get_num_threads()} threads, "
           f"median of {args.rounds} alternating rounds (load average before the run {load:.2f}):\n")
-    print("| workload | mean accepted | reference ms | optimized ms | speedup |")
-    print("|---|---:|---:|---:|---:|")
+    print("| workload | mean accepted | reference ms | optimized ms | speedup | reference CPU ms | optimized CPU ms | speedup (CPU time) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['config']} | {r['mean_accepted']:.2f} | {r['median_ms']['reference']:.1f} | "
-              f"{r['median_ms']['optimized']:.2f} | {r['speedup']:.1f}x |")
+              f"{r['median_ms']['optimized']:.2f} | {r['speedup']:.1f}x | {r['median_cpu_ms']['reference']:.1f} | "
+              f"{r['median_cpu_ms']['optimized']:.2f} | {r['speedup_cpu_time']:.1f}x |")
     out = dict(device=args.device, machine=platform.processor() or platform.machine(),
                gpu=torch.cuda.get_device_name() if cuda else None, torch=torch.__version__,
                threads=torch.get_num_threads(), load_average=load, rows=rows)

@@ -68,10 +68,10 @@ PINNED = (
     AttnCase(1, 2, 1, 19, 24, 40, True, None, "bfloat16", 12),    # head_dim 40 (BLOCK_D 64): causal_off_by_one
 )
 VARLEN_PINNED = (
-    VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6),       # unmasked_tail
-    VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7),        # window_edge_tile_unmasked
-    VarlenCase((64, 3), (64, 3), 2, 1, 16, True, None, "float16", 8),               # longest first: varlen_grid_last_sequence
-    VarlenCase((33, 16), (48, 31), 2, 2, 24, True, 17, "bfloat16", 9),              # head_dim 24, window: delta_head_dim_unmasked, bwd_window_tile_unmasked
+    VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6),       # empty sequence, GQA: gqa_wrong_kv_head
+    VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7),        # window_edge_tile_unmasked, bwd_window_tile_unmasked
+    VarlenCase((64, 3), (64, 3), 2, 1, 16, True, None, "float16", 8),               # longest first, 2 full tiles: varlen_grid_last_sequence, q_tiles_off_by_one
+    VarlenCase((33, 16), (48, 31), 2, 2, 24, True, 17, "bfloat16", 9),              # head_dim 24 (BLOCK_D 32): delta_head_dim_unmasked
 )
 
 

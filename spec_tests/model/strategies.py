@@ -52,7 +52,7 @@ class ModelCase:
 @st.composite
 def model_cases(draw, *, dtypes=("float32",), max_seq: int = 24, max_batch: int = 2,
                 max_layers: int = 2, extra_positions: int = 0, hf_compatible: bool = False):
-    """Small Llama shapes: MHA, GQA and MQA, head_dim derived or given, varied theta and eps;
+    """Small Llama shapes: MHA, GQA and MQA, head_dim derived or given, varied theta and eps (0 included);
     dim >= 16 (narrower models make float32 error ratios between correct implementations too
     lumpy for the tolerance rule's factor 2). ``max_seq_len`` leaves room for ``extra_positions`` more tokens after ``seq_len``.
     ``hf_compatible``: dim a multiple of n_heads even where head_dim is given (HF's LlamaConfig
@@ -73,7 +73,7 @@ def model_cases(draw, *, dtypes=("float32",), max_seq: int = 24, max_batch: int 
         n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=given_head_dim,
         hidden_dim=draw(st.one_of(st.none(), st.sampled_from([40, 96, 128]))),
         rope_theta=draw(st.sampled_from([10000.0, 500000.0, 100.0])),
-        norm_eps=draw(st.sampled_from([1e-5, 1e-6, 1e-2])),
+        norm_eps=draw(st.sampled_from([1e-5, 1e-6, 1e-2, 0.0])),
         max_seq_len=seq_len + extra_positions + draw(st.integers(0, 4)),
         batch=draw(st.integers(1, max_batch)), seq_len=seq_len, dtype=draw(st.sampled_from(dtypes)),
         seed=draw(seeds))

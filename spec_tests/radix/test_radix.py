@@ -22,6 +22,10 @@ def sizes(c) -> tuple:
     return c.total, c.evictable, c.protected
 
 
+def expect_sizes(c, want: tuple, why: str = "") -> None:
+    assert sizes(c) == want, f"(total, evictable, protected) = {sizes(c)}; expected {want}{why and ': ' + why}"
+
+
 def test_split_keeps_the_tail(impl):
     """A match that ends inside a run splits the node; both halves stay cached with their slots.
     Mutant: split_loses_tail."""
@@ -31,7 +35,7 @@ def test_split_keeps_the_tail(impl):
     assert (length, ints(slots)) == (3, [10, 11, 12])
     length, slots, _ = c.match_prefix([1, 2, 3, 4, 5, 6, 7])
     assert (length, ints(slots)) == (6, [10, 11, 12, 13, 14, 15]), "the split lost the tail [4, 5, 6]"
-    assert sizes(c) == (6, 6, 0)
+    expect_sizes(c, (6, 6, 0))
 
 
 def test_insert_returns_what_was_cached(impl):
@@ -70,16 +74,16 @@ def test_lock_protects_the_path(impl):
     c.insert([1, 2, 5, 6], [20, 21, 22, 23])      # splits: [1, 2] -> [3, 4], [5, 6]
     h = c.match_prefix([1, 2]).handle             # the inner node [1, 2]
     c.lock(h)
-    assert sizes(c) == (8, 4, 4)
+    expect_sizes(c, (8, 4, 4), "[7, 7] and [1, 2] are locked")
     assert sorted(ints(c.evict(100))) == [12, 13, 22, 23], "only the unlocked leaves may go"
-    assert sizes(c) == (4, 0, 4)
+    expect_sizes(c, (4, 0, 4))
     assert c.match_prefix([1, 2]).length == 2
     c.unlock(h)
-    assert sizes(c) == (4, 2, 2)
+    expect_sizes(c, (4, 2, 2))
     assert ints(c.evict(1)) == [10, 11]
     c.unlock(leaf)
     assert ints(c.evict(1)) == [70, 71]
-    assert sizes(c) == (0, 0, 0)
+    expect_sizes(c, (0, 0, 0))
 
 
 def test_unlock_releases_the_whole_path(impl):
@@ -90,9 +94,9 @@ def test_unlock_releases_the_whole_path(impl):
     h = c.match_prefix([1, 2, 3, 4]).handle
     c.lock(h)
     c.insert([1, 2, 5], [20, 21, 22])             # splits the locked node: [1, 2] -> [3, 4]
-    assert sizes(c) == (5, 1, 4)
+    expect_sizes(c, (5, 1, 4), "[1, 2] + [3, 4] locked, [5] not")
     c.unlock(h)
-    assert sizes(c) == (5, 5, 0)
+    expect_sizes(c, (5, 5, 0), "after unlock nothing is protected: both nodes of the path lose the lock")
     assert sorted(ints(c.evict(5))) == [10, 11, 12, 13, 22]
 
 
@@ -108,11 +112,11 @@ def test_locks_nest_and_belong_to_their_node(impl):
     c.lock(deep)
     with pytest.raises(ValueError, match="handle"):
         c.unlock(shallow)
-    assert sizes(c) == (4, 0, 4)
+    expect_sizes(c, (4, 0, 4))
     c.unlock(deep)
-    assert sizes(c) == (4, 0, 4)
+    expect_sizes(c, (4, 0, 4))
     c.unlock(deep)
-    assert sizes(c) == (4, 4, 0)
+    expect_sizes(c, (4, 4, 0))
     with pytest.raises(ValueError, match="handle"):
         c.unlock(deep)
 
@@ -122,7 +126,7 @@ def test_page_truncation(impl):
     even if more tokens agree. Mutant: match_not_page_truncated."""
     c = cache(impl, page_size=4)
     assert c.insert(list(range(10)), list(range(100, 110))) == 0
-    assert sizes(c) == (8, 8, 0), "the partial page [8, 9] is not cached"
+    expect_sizes(c, (8, 8, 0), "the partial page [8, 9] is not cached")
     length, slots, _ = c.match_prefix([0, 1, 2, 3, 4, 5, 99, 7, 8])
     assert (length, ints(slots)) == (4, [100, 101, 102, 103]), "6 tokens agree: one whole page"
     assert c.match_prefix(list(range(10))).length == 8
@@ -153,7 +157,7 @@ def test_parents_join_the_candidates(impl):
     c.insert([1, 2, 3], [10, 11, 12])
     c.insert([1, 2, 4], [20, 21, 22])             # [1, 2] -> [3], [4]
     assert ints(c.evict(4)) == [12, 22, 10, 11]
-    assert sizes(c) == (0, 0, 0)
+    expect_sizes(c, (0, 0, 0))
 
 
 def test_evict_frees_whole_nodes(impl):
@@ -231,7 +235,7 @@ def test_boundaries(impl):
     the empty match's handle (lock/unlock do nothing), the largest token and slot."""
     c = cache(impl, page_size=2)
     assert c.insert([], []) == 0 and c.insert([7], [70]) == 0
-    assert sizes(c) == (0, 0, 0)
+    expect_sizes(c, (0, 0, 0))
     empty = c.match_prefix([])
     assert (empty.length, ints(empty.slots)) == (0, [])
     c.lock(empty.handle)
@@ -254,7 +258,7 @@ def test_handles_of_evicted_nodes_and_other_caches(impl):
     h = c.match_prefix([1, 2, 3]).handle
     c.match_prefix([1, 9])                        # splits [1] off above h
     c.lock(h)
-    assert sizes(c) == (3, 0, 3)
+    expect_sizes(c, (3, 0, 3))
     c.unlock(h)
     with pytest.raises(ValueError, match="handle"):
         other.lock(h)

@@ -152,6 +152,10 @@ class RadixMachine(RuleBasedStateMachine):
                                  f"like the reference: {want_exc}")
         return got, want
 
+    def locked(self) -> str:
+        """The locked handles: (extra_key, path) -> locks held."""
+        return repr({k: n for k, n in self.model.held.items() if n > 0}) or "none"
+
     def key(self, data, label="tokens"):
         """(tokens, extra_key): derived from an earlier key, under its extra key 3 times in 4."""
         base, tokens = data.draw(derived_keys(self.seen, self.page), label=label)
@@ -279,11 +283,12 @@ class RadixMachine(RuleBasedStateMachine):
         protected = self.model.protected_pages()
         got, want = self.call("evict", (n,))
         freed = [int(s) for s in got]
+        for s in freed:
+            assert s not in self.model.where or self.model.where[s] not in protected, (
+                f"evict({n}) freed slot {s} of {self.model.where[s]} (extra_key, tokens), on the path "
+                f"of a locked handle; locked: {self.locked()}")
         assert freed == list(want), (f"evict({n}) freed slots {freed}; the reference frees {list(want)} "
                                      f"(whole unprotected leaves in the policy's order: {self.policy})")
-        for s in freed:
-            assert self.model.where.get(s) not in protected, (
-                f"evict({n}) freed slot {s} of {self.model.where[s]}, on the path of a locked handle")
         problem = self.model.evict(freed)
         assert problem is None, f"evict({n}) freed slots {freed}: {problem}"
         problem = self.model.closure_problem()
@@ -307,11 +312,13 @@ class RadixMachine(RuleBasedStateMachine):
     def sizes_add_up(self):
         total, evictable, protected = sizes(self.a)
         assert (total, evictable, protected) == sizes(self.b), (
-            f"(total, evictable, protected) = {(total, evictable, protected)}; the reference has {sizes(self.b)}")
+            f"(total, evictable, protected) = {(total, evictable, protected)}; the reference has "
+            f"{sizes(self.b)}; locked: {self.locked()}")
         assert evictable + protected == total, f"evictable {evictable} + protected {protected} != total {total}"
         assert total == self.model.tokens, f"total {total}; {self.model.tokens} tokens are cached"
         locked = len(self.model.protected_pages()) * self.page
-        assert protected == locked, f"protected {protected}; the paths of locked handles hold {locked} tokens"
+        assert protected == locked, (f"protected {protected}; the paths of the locked handles hold {locked} "
+                                     f"tokens; locked: {self.locked()}")
         assert total % self.page == 0 and protected % self.page == 0, (
             f"sizes {(total, evictable, protected)} are not whole pages of {self.page}")
 

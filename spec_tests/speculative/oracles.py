@@ -38,6 +38,7 @@ import torch
 from spec_tests.speculative.strategies import TreeCase
 
 ONE_MINUS = 1.0 - 2.0 ** -53   # the largest float64 below 1
+PAD = -1                       # the contract's padding token
 POINTS = ("mid", "low", "high")
 
 
@@ -191,3 +192,33 @@ def batch(case: TreeCase, cell_list, where: str, device="cpu") -> dict:
         u[r, width] = pts[g]
     return dict(target_probs=tp.to(device), draft_probs=None if case.q_mode == "none" else dp.to(device),
                 draft_tokens=tok.to(device), draft_lens=[g] * n if case.pad else None, uniforms=u.to(device))
+
+
+def read_result(result, kw: dict, vocab: int, what: str = "verify") -> list[tuple]:
+    """The emitted tokens of every row, after checking the result's form: ``(tokens,
+    num_accepted)`` int64 tensors of shapes (batch, γ + 1) and (batch,); 0 <= num_accepted <= γ_r;
+    the accepted tokens are the drafts; then one token id in [0, vocab); then PAD (-1)."""
+    tokens, accepted = result
+    b, width = kw["draft_tokens"].shape
+    for name, t, shape in (("tokens", tokens, (b, width + 1)), ("num_accepted", accepted, (b,))):
+        assert isinstance(t, torch.Tensor), f"{what}: {name} must be a torch.Tensor, got {type(t).__name__}"
+        assert t.dtype == torch.int64, f"{what}: {name} must be int64, got {t.dtype}"
+        assert tuple(t.shape) == shape, f"{what}: {name} has shape {tuple(t.shape)}, expected {shape}"
+        assert t.device == kw["target_probs"].device, f"{what}: {name} is on {t.device}"
+    tokens, accepted = tokens.cpu(), accepted.cpu()
+    drafts = kw["draft_tokens"].cpu()
+    lens = kw.get("draft_lens")
+    lens = [width] * b if lens is None else [int(v) for v in lens]
+    out = []
+    for r in range(b):
+        k = int(accepted[r])
+        assert 0 <= k <= lens[r], f"{what}: row {r} accepted {k} drafts; it has γ_r = {lens[r]}"
+        row = tokens[r].tolist()
+        assert row[:k] == drafts[r, :k].tolist(), (
+            f"{what}: row {r} accepted {k} drafts {drafts[r, :k].tolist()} but emitted {row[:k]}")
+        assert 0 <= row[k] < vocab, (
+            f"{what}: row {r}: after {k} accepted drafts the emitted (recovered or bonus) token is "
+            f"{row[k]}, not a token id in [0, {vocab}): every row emits num_accepted + 1 tokens")
+        assert all(t == PAD for t in row[k + 1:]), f"{what}: row {r}: {row} has tokens after the emitted ones (PAD = -1)"
+        out.append(tuple(row[:k + 1]))
+    return out

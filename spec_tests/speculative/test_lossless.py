@@ -21,41 +21,10 @@ from fractions import Fraction
 from hypothesis import example, given
 
 from spec_tests.speculative.oracles import (POINTS, batch, cells, draft_sequences, lossless_violation,
-                                            rule_distribution)
+                                            read_result, rule_distribution)
 from spec_tests.speculative.strategies import TreeCase, tree_cases
 
-PAD = -1
 ALPHA = 1e-6   # per-test false-alarm rate of the chi-square tests
-
-
-def read_result(result, kw: dict, vocab: int, what: str = "verify") -> list[tuple]:
-    """The emitted tokens of every row, after checking the result's form: ``(tokens,
-    num_accepted)`` int64 tensors of shapes (batch, γ + 1) and (batch,); 0 <= num_accepted <= γ_r;
-    the accepted tokens are the drafts; then one token id in [0, vocab); then PAD (-1)."""
-    tokens, accepted = result
-    b, width = kw["draft_tokens"].shape
-    for name, t, shape in (("tokens", tokens, (b, width + 1)), ("num_accepted", accepted, (b,))):
-        assert isinstance(t, torch.Tensor), f"{what}: {name} must be a torch.Tensor, got {type(t).__name__}"
-        assert t.dtype == torch.int64, f"{what}: {name} must be int64, got {t.dtype}"
-        assert tuple(t.shape) == shape, f"{what}: {name} has shape {tuple(t.shape)}, expected {shape}"
-        assert t.device == kw["target_probs"].device, f"{what}: {name} is on {t.device}"
-    tokens, accepted = tokens.cpu(), accepted.cpu()
-    drafts = kw["draft_tokens"].cpu()
-    lens = kw.get("draft_lens")
-    lens = [width] * b if lens is None else [int(v) for v in lens]
-    out = []
-    for r in range(b):
-        k = int(accepted[r])
-        assert 0 <= k <= lens[r], f"{what}: row {r} accepted {k} drafts; it has γ_r = {lens[r]}"
-        row = tokens[r].tolist()
-        assert row[:k] == drafts[r, :k].tolist(), (
-            f"{what}: row {r} accepted {k} drafts {drafts[r, :k].tolist()} but emitted {row[:k]}")
-        assert 0 <= row[k] < vocab, (
-            f"{what}: row {r}: after {k} accepted drafts the emitted (recovered or bonus) token is "
-            f"{row[k]}, not a token id in [0, {vocab}): every row emits num_accepted + 1 tokens")
-        assert all(t == PAD for t in row[k + 1:]), f"{what}: row {r}: {row} has tokens after the emitted ones (PAD = -1)"
-        out.append(tuple(row[:k + 1]))
-    return out
 
 
 def _all_points(case: TreeCase, cl, device) -> dict:
@@ -81,22 +50,36 @@ def _assert_lossless(impl, case: TreeCase, device):
     got = read_result(impl.get("speculative.verify")(**kw), kw, case.vocab)
     n = len(cl)
     mid, low, high = got[:n], got[n:2 * n], got[2 * n:]
-    for c, a, b_, h in zip(cl, mid, low, high):
-        assert a == b_ == h, (
-            f"not the pinned rule: the emitted tokens change inside one cell of its partition of the uniforms "
-            f"(drafts {list(c.drafts)}, {c.accepted} accepted, then token {c.token}): {list(b_)} near the cell's low "
-            f"corner, {list(a)} at its middle, {list(h)} near its high corner -- an acceptance threshold other than "
-            f"min(1, p/q), or a draw from another distribution than the residual / bonus p"
-            f"\n  uniforms low {c.uniforms['low']}, mid {c.uniforms['mid']}, high {c.uniforms['high']}\n  case: {case!r}")
     induced: dict[tuple, Fraction] = {}
     for c, e in zip(cl, mid):
         induced[e] = induced.get(e, Fraction(0)) + c.weight
     why = lossless_violation(case, induced)
-    assert why is None, f"not lossless: {why}\n  case: {case!r}"
-    for c, e in zip(cl, mid):
-        assert e == c.emitted, (
-            f"lossless, but not the pinned rule: drafts {list(c.drafts)} with uniforms {c.uniforms['mid']} "
-            f"emit {list(e)}; the rule emits {list(c.emitted)}\n  case: {case!r}")
+    moving = next((i for i in range(n) if not mid[i] == low[i] == high[i]), None)
+    off_rule = next((i for i in range(n) if mid[i] != cl[i].emitted), None)
+    if why is None and moving is None and off_rule is None:
+        return
+    lines = []
+    if why is not None:
+        lines.append(f"not lossless: {why}" if moving is None else
+                     f"not lossless, evaluated at the middle of every cell of the pinned rule's partition of the "
+                     f"uniforms (the emitted tokens also change inside a cell, so the middles are not its exact "
+                     f"distribution): {why}")
+    elif moving is not None:
+        lines.append("not the pinned rule: the emitted tokens change inside a cell of its partition of the uniforms")
+    else:
+        lines.append("lossless, but not the pinned rule")
+    if off_rule is not None:
+        c = cl[off_rule]
+        lines.append(f"e.g. drafts {list(c.drafts)} with uniforms {c.uniforms['mid']} (acceptance uniforms, then "
+                     f"the draw): emitted {list(mid[off_rule])}; the pinned rule accepts {c.accepted} and emits "
+                     f"{list(c.emitted)}")
+    if moving is not None:
+        c = cl[moving]
+        lines.append(f"inside the cell 'drafts {list(c.drafts)}, accept {c.accepted}, emit token {c.token}': "
+                     f"{list(low[moving])} near its low corner {c.uniforms['low']}, {list(mid[moving])} at its middle, "
+                     f"{list(high[moving])} near its high corner {c.uniforms['high']} (an acceptance threshold other "
+                     f"than min(1, p/q), or a draw from another distribution than the residual / bonus p)")
+    raise AssertionError("\n  ".join(lines) + f"\n  case: {case!r}")
 
 
 # Corner cases every run: q == p (residual all zero, acceptance certain), disjoint supports,
@@ -177,7 +160,9 @@ def test_generator_draws_chi_square(impl, device, name):
     for e in got:
         counts[e] = counts.get(e, 0) + 1
     impossible = sorted(e for e in counts if e not in rule)
-    assert not impossible, f"{name}: emitted {impossible[:5]}, which the pinned rule never emits"
+    assert not impossible, (f"{name}: emitted {[list(e) for e in impossible[:5]]} "
+                            f"({sum(counts[e] for e in impossible)} of {N_ROWS} rows), which the pinned rule never "
+                            f"emits (probability 0)")
     keys = sorted(rule)
     obs, exp = _lumped([counts.get(k, 0) for k in keys], [float(rule[k]) * N_ROWS for k in keys])
     if len(exp) < 2:

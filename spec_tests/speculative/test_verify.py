@@ -12,7 +12,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
 from spec_tests.speculative.strategies import BatchCase, batch_cases
-from spec_tests.speculative.test_lossless import PAD, read_result
+from spec_tests.speculative.oracles import PAD, read_result
 
 ONE_MINUS = 1.0 - 2.0 ** -53   # the largest float64 below 1
 
