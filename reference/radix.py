@@ -21,18 +21,18 @@ ints in ``[0, 2**32)``, slots ints in ``[0, 2**63)``. ``extra_key`` is ``None``,
 a namespace (a LoRA adapter, a cache salt). Sequences under different extra keys never share
 anything.
 
-The tree and its walk. Each node holds a run of ``>= 1`` whole pages with their slots, the
-locks taken on it, and an access record (kept by the policy). Children of a node start with different first
-pages. A call that walks a key (``match_prefix``, ``insert``) starts at its namespace's root and
-follows the child whose first page equals the key's next page; it takes a child's whole run if
+The tree and its walk. Each node holds a run of ``>= 1`` whole pages with their slots, the locks
+taken on it, and an access record (kept by the policy). Children of a node start with different
+first pages. A call that walks a key (``match_prefix``, ``insert``) starts at its namespace's root
+and follows the child whose first page equals the key's next page; it takes a child's whole run if
 the key continues with all of it, and otherwise *stops inside the run*: after the run's pages that
 the key matches (at least one) -- because the key ended there or its next page differs. Stopping
 inside a run *splits* the node there: a new node takes the matched pages and the child's place,
 and the child keeps the rest of its run, under it. The new node holds no lock (the child's locks
 stay with the child, below it: the new node is protected exactly when the child is) and starts
 with a copy of the child's access record (``policy.copy(child, new)``). The walk's *path* is the
-nodes from the root (excluded) to where it stopped; its length is the longest cached prefix of
-the key (a multiple of ``page_size``).
+nodes from the root (excluded) to where it stopped; its length is the longest cached prefix of the
+key (a multiple of ``page_size``).
 
 Every ``match_prefix`` and ``insert`` call advances a logical clock by one (the first call is time
 1; a rejected call does not count) and *touches* every node of its path, root first

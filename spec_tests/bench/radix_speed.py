@@ -168,12 +168,24 @@ def plot(result: dict, dst: str = PLOT) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("cached sequences (1,000-2,000 tokens each, 8 shared system prompts)")
     ax.set_ylabel("match_prefix time (µs)")
-    ax.set_title(f"match_prefix of a 1-2k-token prompt, page 1 ({result.get('machine', 'CPU')})", fontsize=9)
+    load = result.get("load_average_at_end")
+    busy = f", load average {load[0]:.1f} at the end" if load else ""
+    ax.set_title(f"match_prefix of a 1-2k-token prompt, page 1\n({result.get('machine', 'CPU')}{busy})", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     fig.savefig(dst, dpi=110)
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def main(argv=None) -> None:
@@ -193,7 +205,7 @@ def main(argv=None) -> None:
         load = os.getloadavg()
     except OSError:
         load = None
-    result.update(machine=f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs",
+    result.update(machine=f"{_cpu_name()}, {os.cpu_count()} CPUs (shared)",
                   python=sys.version.split()[0], load_average_at_end=load,
                   command="PYTHONPATH=. python3 spec_tests/bench/radix_speed.py " + " ".join(argv or sys.argv[1:]))
     with open(args.out, "w") as f:

@@ -68,12 +68,16 @@ def run_trace(policy, kind: str, weight: int, trace: list) -> None:
 
 
 # Pinned traces, each a rule: LFU ties by recency (oldest first), the hybrid's weighting, LRU's
-# refresh on touch, a copy inherits hits, a copy ranks after its source, candidates restrict victim.
+# refresh on touch, a copy inherits hits, a copy ranks after its source, candidates restrict victim,
+# a re-touched key is no longer the victim once the policy has answered victim() before.
 LFU_TIE = [("touch", 0, 1), ("touch", 1, 1), ("touch", 2, 1), ("touch", 1, 1), ("touch", 0, 0), ("victim_all",)]
 HYBRID = [("touch", 0, 1), ("touch", 0, 1), ("touch", 1, 1), ("touch", 2, 1), ("victim_all",)]
 REFRESH = [("touch", 0, 1), ("touch", 1, 1), ("touch", 0, 1), ("victim_all",)]
 COPY = [("touch", 0, 1), ("touch", 0, 1), ("touch", 1, 0), ("copy", 0, 0), ("victim_all",)]
 SUBSET = [("touch", 0, 1), ("touch", 1, 1), ("touch", 2, 1), ("victim", [2, 1], 0), ("victim", [1, 2], 1)]
+# victim() first (an optimized policy builds its heap), then the victim is touched again: its old
+# entry is stale and must not be returned.
+STALE = [("touch", 0, 1), ("touch", 1, 1), ("victim_all",), ("touch", 0, 1), ("victim_all",)]
 
 
 @example(kind="LFU", weight=8, trace=LFU_TIE)
@@ -83,6 +87,7 @@ SUBSET = [("touch", 0, 1), ("touch", 1, 1), ("touch", 2, 1), ("victim", [2, 1], 
 @example(kind="LFU", weight=8, trace=COPY)
 @example(kind="LRU", weight=8, trace=COPY)
 @example(kind="LRU", weight=8, trace=SUBSET)
+@example(kind="LRU", weight=8, trace=STALE)
 @given(kind=st.sampled_from(POLICIES), weight=weights, trace=traces)
 def test_matches_definition_replayed(impl, kind, weight, trace):
     """victim(candidates), victim() and the order of priorities equal the policy's definition,

@@ -32,14 +32,15 @@ def test_worked_example(impl):
     a = impl.get("paged.BlockAllocator")(8, 4)
     in_use: set = set()
 
-    def fresh(blocks, k):
+    def fresh(blocks, k, what):
         """``blocks`` are ``k`` distinct blocks of the pool, none of them in use before."""
-        assert len(blocks) == k and len(set(blocks)) == k, blocks
-        assert all(isinstance(b, int) and 0 <= b < 8 and b not in in_use for b in blocks), (blocks, in_use)
+        assert len(blocks) == k and len(set(blocks)) == k, f"{what}: {blocks}; expected {k} distinct blocks"
+        assert all(isinstance(b, int) and 0 <= b < 8 and b not in in_use for b in blocks), (
+            f"{what}: {blocks}; expected blocks of the pool [0, 8) that no sequence holds (held: {sorted(in_use)})")
         in_use.update(blocks)
         return blocks
 
-    p0, p1 = fresh(a.allocate("p", 6), 2)                     # ceil(6/4) = 2 blocks
+    p0, p1 = fresh(a.allocate("p", 6), 2, 'allocate("p", 6)')  # ceil(6/4) = 2 blocks
     assert a.slot_mapping("p", [0, 3, 4, 5]) == [4 * p0, 4 * p0 + 3, 4 * p1, 4 * p1 + 1]
     a.fork("p", "q")                                           # shares both blocks, takes none
     assert a.block_table("q") == [p0, p1]
@@ -47,32 +48,32 @@ def test_worked_example(impl):
     copies = a.append("q", 1)                                  # partial shared last block: copy
     q = a.block_table("q")
     assert q[0] == p0 and len(q) == 2
-    (q1,) = fresh([q[1]], 1)
+    (q1,) = fresh([q[1]], 1, "q's last block after copy-on-write")
     assert [tuple(c) for c in copies] == [(p1, q1)]
     assert a.ref_count(p1) == 1 and a.ref_count(q1) == 1 and a.slot_mapping("q", [6]) == [4 * q1 + 2]
     assert a.append("p", 2) == [] and a.block_table("p") == [p0, p1]   # p1 is p's alone now
     assert a.append("p", 1) == []                              # p1 is full: a new block
     p_table = a.block_table("p")
     assert p_table[:2] == [p0, p1] and len(p_table) == 3
-    (p2,) = fresh(p_table[2:], 1)
+    (p2,) = fresh(p_table[2:], 1, "p's new block")
     a.fork("p", "r")
     copies = a.append("r", 3)                                  # p2 partly filled and shared: copy
     r = a.block_table("r")
     assert r[:2] == [p0, p1] and len(r) == 3
-    (r2,) = fresh(r[2:], 1)
+    (r2,) = fresh(r[2:], 1, "r's last block after copy-on-write")
     assert [tuple(c) for c in copies] == [(p2, r2)]
     a.free("p")                                                # p2 goes back; p0 and p1 stay
     in_use.discard(p2)
     assert a.num_free_blocks == 4
     assert [a.ref_count(b) for b in range(8)] == [
         {p0: 2, p1: 1, q1: 1, r2: 1}.get(b, 0) for b in range(8)]
-    fresh(a.allocate("s", 5), 2)                               # any two of the 4 free blocks
-    (x0,) = fresh(a.allocate("x", 4), 1)
+    fresh(a.allocate("s", 5), 2, 'allocate("s", 5)')           # any two of the 4 free blocks
+    (x0,) = fresh(a.allocate("x", 4), 1, 'allocate("x", 4)')
     a.fork("x", "y")
     assert a.append("y", 1) == []                              # full shared block: no copy
     y = a.block_table("y")
     assert y[0] == x0 and len(y) == 2
-    fresh(y[1:], 1)
+    fresh(y[1:], 1, "y's new block")
     assert a.ref_count(x0) == 2 and a.num_free_blocks == 0
     assert sorted(a.sequences()) == ["q", "r", "s", "x", "y"]
     assert (a.num_tokens("q"), a.num_tokens("r"), a.num_tokens("y")) == (7, 12, 5)
