@@ -448,6 +448,9 @@ class Peer:
 
     def __init__(self, rfd: int, wfd: int, side: str, handler=None):
         self.rfd, self.wfd, self.side = rfd, wfd, side
+        self._rbuf = bytearray()
+        if side == "judge":
+            os.set_blocking(wfd, False)
         self.handler = handler
         self.objects: dict[int, Any] = {}       # my handle -> my object
         self.handle_of: dict[int, int] = {}     # id(my object) -> my handle
@@ -478,32 +481,34 @@ class Peer:
         chunks = [view] if view is not None else [memoryview(struct.pack(">Q", len(data))), memoryview(data)]
         for chunk in chunks:
             while len(chunk):
-                if self.side == "judge":
-                    self._wait(self.wfd, write=True)
                 try:
-                    n = os.write(self.wfd, chunk)
-                except (BrokenPipeError, OSError) as exc:
+                    n = os.write(self.wfd, chunk)  # the judge's end is non-blocking
+                except BlockingIOError:
+                    self._wait(self.wfd, write=True)
+                    continue
+                except OSError as exc:
                     if self.side == "judge":
                         raise self._died(f"{type(exc).__name__} writing to the worker") from None
                     raise
                 chunk = chunk[n:]
 
     def _read_exact(self, n: int) -> bytes:
-        parts, got = [], 0
-        while got < n:
+        buf = self._rbuf
+        while len(buf) < n:
             if self.side == "judge":
                 self._wait(self.rfd)
             try:
-                chunk = os.read(self.rfd, min(n - got, 1 << 20))
+                chunk = os.read(self.rfd, max(n - len(buf), 1 << 16))
             except OSError:
                 chunk = b""
             if not chunk:
                 if self.side == "judge":
                     raise self._died("")
                 raise EOFError("the judge closed the connection")
-            parts.append(chunk)
-            got += len(chunk)
-        return b"".join(parts)
+            buf += chunk
+        out = bytes(buf[:n])
+        del buf[:n]
+        return out
 
     def _wait(self, fd: int, write: bool = False) -> None:
         """Block until ``fd`` is ready or the test's deadline passes (judge side only)."""
@@ -551,8 +556,8 @@ class Peer:
 
     def _protocol_error(self, exc: BaseException):
         if self.side == "judge":
-            return self._died(f"the worker sent what the judge refuses to read: {type(exc).__name__}: {exc}",
-                              kind="crashed", verdict="crashed (protocol error)")
+            return self.kill("crashed", "crashed (protocol error)",
+                             f"the worker sent what the judge refuses to read: {type(exc).__name__}: {exc}")
         return ProtocolError(f"{type(exc).__name__}: {exc}")
 
     def _codec(self):

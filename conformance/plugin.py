@@ -223,6 +223,19 @@ def _is_bad_input(item: pytest.Item) -> bool:
     return cs is not None and isinstance(cs.params.get("bad"), Bad)
 
 
+def _died_in(exc: BaseException | None, depth: int = 0):
+    """The SubmissionDied in an exception, its cause/context chain or its group's leaves."""
+    if exc is None or depth > 8:
+        return None
+    if isinstance(exc, isolation.SubmissionDied):
+        return exc
+    for sub in getattr(exc, "exceptions", None) or ():
+        found = _died_in(sub, depth + 1)
+        if found is not None:
+            return found
+    return _died_in(exc.__cause__ or exc.__context__, depth + 1)
+
+
 def _skip_reason(rep) -> str:
     lr = rep.longrepr
     if isinstance(lr, tuple) and len(lr) == 3:
@@ -352,9 +365,16 @@ class _Session:
         if rep.failed and exc is not None:
             reproduce = self._reproduce(item, impl)
             rep.sections.append(("inferspec: reproduce", "paste to reproduce:\n    " + reproduce))
-            rec["failure"] = report.failure_record(exc, rep.nodeid, reproduce, rep.longreprtext or "")
-            if isinstance(exc, isolation.SubmissionDied):
-                rec["verdict"], rec["verdict_kind"] = exc.verdict, exc.kind
+            died = _died_in(exc)
+            if died is None and impl is not None and impl.isolated:
+                # the cell's worker died in this test, whatever exception the test ended with
+                # (Hypothesis may wrap it, e.g. a stateful test's FlakyStrategyDefinition)
+                cell_died = impl.submission.verdict(concept)
+                if cell_died is not None and cell_died.test == item.nodeid:
+                    died = cell_died
+            rec["failure"] = report.failure_record(died or exc, rep.nodeid, reproduce, rep.longreprtext or "")
+            if died is not None:
+                rec["verdict"], rec["verdict_kind"] = died.verdict, died.kind
         if impl is not None and impl.isolated and rep.when == "call":
             text, dropped = impl.submission.take_output(concept)
             if rep.failed and (text or dropped):

@@ -262,7 +262,7 @@ BAD = [
     Bad("k rank 3", _with(k=lambda kw: kw["k"][0]), ValueError, ("k",)),
     Bad("v rank 5", _with(v=lambda kw: kw["v"][None]), ValueError, ("v",)),
     Bad("q not a tensor", _with(q=lambda kw: kw["q"].tolist()), TypeError, ("q",)),
-    Bad("k not a tensor", _with(k=lambda kw: kw["k"].numpy()), TypeError, ("k",)),
+    Bad("k not a tensor", _with(k=lambda kw: kw["k"].cpu().numpy()), TypeError, ("k",)),
     Bad("v not a tensor", _with(v=lambda kw: kw["v"].tolist()), TypeError, ("v",)),
     Bad("integer q", _with(q=lambda kw: kw["q"].long(), k=lambda kw: kw["k"].long(),
                            v=lambda kw: kw["v"].long()), TypeError, ("q",)),

@@ -4,7 +4,7 @@ from conformance.mutants import Patch
 MUTANTS = [
     Patch("missed_across_boundary",
           "The stop-string matcher searches only the text the new token added: an occurrence that "
-          "begins in an earlier token (\"Hel\" + \"lo wor\" with stop \"o w\") is never found, so "
+          "begins in an earlier token (\"Hel\" + \"lo w\" + \"orld\" with stop \"o wo\") is never found, so "
           "generation runs on and streams the stop string.",
           "optimized/stopping.py",
           "            start = window.find(s, max(0, base - len(s) + 1))  # the first one ending after base\n",

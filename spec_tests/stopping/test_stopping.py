@@ -115,7 +115,7 @@ def _assert_same(got: Run, want: Run, case: StopCase, what: str = "oracle"):
 
 # Pinned cases: each is one rule of the contract; the comment names the mutants
 # (spec_tests/stopping/mutants.py) that get it wrong and that it catches.
-SPANNING = StopCase(vocab=(b"Hel", b"lo wor", b"ld"), tokens=(0, 1, 2), stop=("o w",))  # missed_across_boundary
+SPANNING = StopCase(vocab=(b"Hel", b"lo w", b"orld"), tokens=(0, 1, 2), stop=("o wo",))  # missed_across_boundary
 SPLIT_EURO = StopCase(vocab=(b"a", b"\xe2", b"\x82", b"\xac", b"b"), tokens=(0, 1, 2, 3, 4), stop=("\u20ac",))  # no_pending_utf8
 EOS_IN_MIN = StopCase(vocab=(b"a", b"<e>"), tokens=(1, 0, 1, 0), eos_token_id=1, min_tokens=1)  # eos_ignores_min_tokens, min_tokens_off_by_one
 INCLUDE = StopCase(vocab=(b"ab", b"cde", b"f"), tokens=(0, 1, 2), stop=("bc",), include_stop_str_in_output=True)  # include_flag_ignored, holds_back_when_included
@@ -203,11 +203,12 @@ def test_course_examples(impl):
     """Readable instances of the contract (docs/stopping.md walks through them)."""
     P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
     vocab = {0: b"Hel", 1: b"lo wor", 2: b"ld", 3: b"</s>"}
-    c = C(P(stop=["o w"]), vocab)
+    c = C(P(stop=["llo w"]), vocab)
     steps = [tuple(c.append(t)) for t in (0, 1)]
-    assert steps == [("Hel", False, None), ("l", True, "stop")]   # "o w" spans tokens 1-2
-    assert (c.text, c.finish_reason, c.stop_reason) == ("Hell", "stop", "o w")
-    c = C(P(stop="o w", include_stop_str_in_output=True), vocab)
+    # "llo w" begins in token 0 ("l" is held back: it may begin the stop string) and ends in 1
+    assert steps == [("He", False, None), ("", True, "stop")]
+    assert (c.text, c.finish_reason, c.stop_reason) == ("He", "stop", "llo w")
+    c = C(P(stop="llo w", include_stop_str_in_output=True), vocab)
     c.append(0)
     assert tuple(c.append(1)) == ("lo w", True, "stop") and c.text == "Hello w"  # "or" dropped
     c = C(P(eos_token_id=3, min_tokens=1, max_tokens=3), vocab)

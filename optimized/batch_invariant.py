@@ -1,0 +1,205 @@
+"""Batch-invariant kernels in Triton (course 08.10, 08.11): the contract of
+reference/batch_invariant.py, fast.
+
+* ``matmul``: a tiled matmul with ONE tile configuration per dtype (``TILES``) and no split-K:
+  output tile (BLOCK_M x BLOCK_N) is one program that walks K in BLOCK_K steps, accumulating in
+  float32 in the same order whatever M is. A row's result therefore depends only on K (the
+  within-tile ``tl.dot`` order is the hardware's, but it is the same for every M and position).
+* ``rms_norm``, ``log_softmax``, ``softmax``: one program per row; the row is read in chunks of
+  ``ROW_BLOCK`` = 1024 columns accumulated lane-wise in float32, then one ``tl.sum`` tree — an
+  order that depends only on the row's length.
+* ``row_sum``, ``row_mean``, ``decode_attention``: the reference's PyTorch code (no kernel here;
+  the fixed-split decode kernel was left out).
+* ``invariant_mode()``: routes torch's mm/addmm/bmm/_log_softmax/_softmax/mean.dim on CPU and
+  CUDA tensors through these functions (``torch.library`` overrides of the aten ops), restored
+  on exit.
+
+Bits. The kernels' orders are fixed but NOT the reference's order: ``tl.dot`` and ``tl.sum`` add
+inside a tile in the compiler's/hardware's order (a tree, tensor-core k-groups), the reference
+adds left to right in blocks of 16. So optimized and reference agree within the tolerance rule,
+not bit for bit; each is batch invariant on its own.
+
+Dispatch: kernels for float16/bfloat16/float32 on a CUDA GPU or on CPU tensors under the Triton
+interpreter (``TRITON_INTERPRET=1``); everything else (float64, no Triton, empty inputs) computes
+with the reference's PyTorch code.
+"""
+from __future__ import annotations
+
+import os
+import types
+
+import torch
+
+from reference import batch_invariant as _ref
+from reference.batch_invariant import (BLOCK, KV_SPLIT, _routing, decode_attention, fixed_order_sum,
+                                       row_mean, row_sum)
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = None
+
+__all__ = ["BLOCK", "KV_SPLIT", "fixed_order_sum", "matmul", "rms_norm", "log_softmax", "softmax",
+           "row_sum", "row_mean", "decode_attention", "invariant_mode"]
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# One tile configuration per dtype, never chosen from the shape: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)
+TILES = {
+    torch.bfloat16: (128, 256, 64, 8, 3),
+    torch.float16: (128, 256, 64, 8, 3),
+    torch.float32: (64, 64, 32, 4, 3),
+}
+ROW_BLOCK = 1024
+
+if triton is not None:
+
+    @triton.jit
+    def _matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       IEEE: tl.constexpr, GROUP_M: tl.constexpr):
+        pid = tl.program_id(0)
+        grid_m = tl.cdiv(M, BLOCK_M)
+        grid_n = tl.cdiv(N, BLOCK_N)
+        width = GROUP_M * grid_n                      # grouped launch order (L2 reuse only)
+        group = pid // width
+        first_m = group * GROUP_M
+        size_m = tl.minimum(grid_m - first_m, GROUP_M)
+        pid_m = first_m + (pid % width) % size_m
+        pid_n = (pid % width) // size_m
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rk = tl.arange(0, BLOCK_K)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(0, K, BLOCK_K):               # one K order for every M: no split-K
+            kk = k0 + rk
+            a = tl.load(a_ptr + rm[:, None] * sam + kk[None, :] * sak,
+                        mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
+            b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
+                        mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+            if IEEE:
+                acc = tl.dot(a, b, acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, b, acc)
+        c = acc.to(c_ptr.dtype.element_ty)
+        tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, c,
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    @triton.jit
+    def _rms_norm_kernel(x_ptr, w_ptr, y_ptr, D, eps, BLOCK_D: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        x_row = x_ptr + row * D
+        y_row = y_ptr + row * D
+        cols = tl.arange(0, BLOCK_D)
+        acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        for d0 in range(0, D, BLOCK_D):
+            x = tl.load(x_row + d0 + cols, mask=d0 + cols < D, other=0.0).to(tl.float32)
+            acc += x * x
+        rstd = 1.0 / tl.sqrt(tl.sum(acc, axis=0) / D + eps)
+        for d0 in range(0, D, BLOCK_D):
+            m = d0 + cols < D
+            x = tl.load(x_row + d0 + cols, mask=m, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + d0 + cols, mask=m, other=0.0).to(tl.float32)
+            normed = (x * rstd).to(y_ptr.dtype.element_ty).to(tl.float32)
+            tl.store(y_row + d0 + cols, (w * normed).to(y_ptr.dtype.element_ty), mask=m)
+
+    @triton.jit
+    def _softmax_kernel(x_ptr, y_ptr, D, BLOCK_D: tl.constexpr, LOG: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        x_row = x_ptr + row * D
+        y_row = y_ptr + row * D
+        cols = tl.arange(0, BLOCK_D)
+        mx = tl.full((BLOCK_D,), float("-inf"), tl.float32)
+        for d0 in range(0, D, BLOCK_D):
+            x = tl.load(x_row + d0 + cols, mask=d0 + cols < D, other=float("-inf")).to(tl.float32)
+            mx = tl.maximum(mx, x)
+        m = tl.max(mx, axis=0)
+        m = tl.where((m == float("inf")) | (m == float("-inf")) | (m != m), 0.0, m)
+        acc = tl.zeros((BLOCK_D,), dtype=tl.float32)
+        for d0 in range(0, D, BLOCK_D):
+            x = tl.load(x_row + d0 + cols, mask=d0 + cols < D, other=float("-inf")).to(tl.float32)
+            acc += tl.exp(x - m)
+        s = tl.sum(acc, axis=0)
+        log_s = tl.log(s)
+        for d0 in range(0, D, BLOCK_D):
+            msk = d0 + cols < D
+            x = tl.load(x_row + d0 + cols, mask=msk, other=0.0).to(tl.float32)
+            if LOG:
+                y = (x - m) - log_s
+            else:
+                y = tl.exp(x - m) / s
+            tl.store(y_row + d0 + cols, y.to(y_ptr.dtype.element_ty), mask=msk)
+
+
+def _kernel_ok(*ts) -> bool:
+    if triton is None:
+        return False
+    t = ts[0]
+    if t.dtype not in KERNEL_DTYPES or any(x.dtype != t.dtype for x in ts) or any(x.numel() == 0 for x in ts):
+        return False
+    return t.is_cuda or (INTERPRET and t.device.type == "cpu")
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a (M, K) @ b (K, N), one tile configuration per dtype, no split-K; result in a.dtype."""
+    _ref._float_tensor("a", a, 2, "M, K")
+    _ref._float_tensor("b", b, 2, "K, N")
+    if a.dtype != b.dtype:
+        raise TypeError(f"b must have a's dtype {a.dtype}, got {b.dtype}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"b must have {a.shape[1]} rows (a's K), got shape {tuple(b.shape)}")
+    if not _kernel_ok(a, b):
+        return _ref.matmul(a, b)
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty(M, N, dtype=a.dtype, device=a.device)
+    bm, bn, bk, warps, stages = TILES[a.dtype]
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                         IEEE=a.dtype == torch.float32, GROUP_M=8, num_warps=warps, num_stages=stages)
+    return c
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """weight * x / sqrt(mean(x^2) + eps) along the last dim; one program per row."""
+    _ref._last_dim("x", x)
+    _ref._float_tensor("weight", weight, 1, "D")
+    if weight.shape[0] != x.shape[-1]:
+        raise ValueError(f"weight must have {x.shape[-1]} elements (x's last dim), got {weight.shape[0]}")
+    eps = _ref.check_real("eps", eps, minimum=0.0)
+    if not _kernel_ok(x, weight):
+        return _ref.rms_norm(x, weight, eps)
+    D = x.shape[-1]
+    x2 = x.reshape(-1, D).contiguous()
+    y = torch.empty_like(x2)
+    _rms_norm_kernel[(x2.shape[0],)](x2, weight.contiguous(), y, D, eps, BLOCK_D=ROW_BLOCK, num_warps=8)
+    return y.view(x.shape)
+
+
+def _softmax(x: torch.Tensor, log: bool) -> torch.Tensor:
+    _ref._last_dim("x", x)
+    if not _kernel_ok(x):
+        return _ref.log_softmax(x) if log else _ref.softmax(x)
+    D = x.shape[-1]
+    x2 = x.reshape(-1, D).contiguous()
+    y = torch.empty_like(x2)
+    _softmax_kernel[(x2.shape[0],)](x2, y, D, BLOCK_D=ROW_BLOCK, LOG=log, num_warps=8)
+    return y.view(x.shape)
+
+
+def log_softmax(x: torch.Tensor) -> torch.Tensor:
+    """log_softmax along the last dim; one program per row."""
+    return _softmax(x, True)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """softmax along the last dim; one program per row."""
+    return _softmax(x, False)
+
+
+def invariant_mode():
+    """Context manager: torch's mm/addmm/bmm/_log_softmax/_softmax/mean.dim on CPU and CUDA
+    tensors compute through this module's kernels; restored on exit."""
+    fns = types.SimpleNamespace(matmul=matmul, log_softmax=log_softmax, softmax=softmax, row_mean=row_mean)
+    return _routing(fns, ("CPU", "CUDA"))

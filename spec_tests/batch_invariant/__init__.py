@@ -1,0 +1,10 @@
+"""Concept `batch_invariant`: its specification (tests, strategies, oracles, mutants). See docs/batch_invariant.md."""
+from conformance.registry import ConceptInfo
+
+CONCEPT = ConceptInfo(
+    title="Batch-invariant reductions: the same request gives the same bits, whoever shares its batch",
+    lessons=("08.10", "08.11"),
+    chapters=(11,),
+    module="8 Thinking costs tokens",
+    vocabulary=(),
+)

@@ -1,0 +1,85 @@
+"""Planted bugs of `batch_invariant` (each must make a batch_invariant test fail): reduction
+orders that depend on the batch."""
+from conformance.mutants import Patch
+
+_REF = "reference/batch_invariant.py"
+
+MUTANTS = [
+    Patch("split_k_above_m",
+          "matmul splits K in two halves (two partial sums added at the end, as split-K kernels "
+          "do) once the batch has 128 rows or more: a row's bits change with the batch size.",
+          _REF,
+          "    out = fixed_order_sum(lambda k: af[:, k, None] * bf[None, k, :], K, cd, (M, N), a.device)\n",
+          "    if M >= 128 and K > 1:\n"
+          "        h = K // 2\n"
+          "        out = (fixed_order_sum(lambda k: af[:, k, None] * bf[None, k, :], h, cd, (M, N), a.device)\n"
+          "               + fixed_order_sum(lambda k: af[:, h + k, None] * bf[None, h + k, :], K - h, cd, (M, N), a.device))\n"
+          "    else:\n"
+          "        out = fixed_order_sum(lambda k: af[:, k, None] * bf[None, k, :], K, cd, (M, N), a.device)\n"),
+    Patch("block_from_batch",
+          "The reduction block is chosen from the number of rows (16 below 64 rows, 32 from 64 "
+          "rows on, as a heuristic tuned for occupancy would): a row's bits change with the batch.",
+          _REF,
+          "    total = torch.zeros(shape, dtype=dtype, device=device)\n"
+          "    for k0 in range(0, length, BLOCK):\n"
+          "        part = term(k0)\n"
+          "        for k in range(k0 + 1, min(k0 + BLOCK, length)):\n",
+          "    total = torch.zeros(shape, dtype=dtype, device=device)\n"
+          "    blk = BLOCK if len(shape) == 0 or shape[0] < 64 else 2 * BLOCK\n"
+          "    for k0 in range(0, length, blk):\n"
+          "        part = term(k0)\n"
+          "        for k in range(k0 + 1, min(k0 + blk, length)):\n"),
+    Patch("atomic_add_order",
+          "Block partials are added in 'arrival order', as an atomic add would: modelled as a "
+          "permutation seeded by the output's shape (on a GPU it changes run to run; here it "
+          "changes with the batch, which makes it testable deterministically).",
+          _REF,
+          "    total = torch.zeros(shape, dtype=dtype, device=device)\n"
+          "    for k0 in range(0, length, BLOCK):\n"
+          "        part = term(k0)\n"
+          "        for k in range(k0 + 1, min(k0 + BLOCK, length)):\n"
+          "            part = part + term(k)\n"
+          "        total = total + part\n"
+          "    return total\n",
+          "    total = torch.zeros(shape, dtype=dtype, device=device)\n"
+          "    parts = []\n"
+          "    for k0 in range(0, length, BLOCK):\n"
+          "        part = term(k0)\n"
+          "        for k in range(k0 + 1, min(k0 + BLOCK, length)):\n"
+          "            part = part + term(k)\n"
+          "        parts.append(part)\n"
+          "    seed = 1\n"
+          "    for s in tuple(shape):\n"
+          "        seed = seed * 31 + int(s)\n"
+          "    for i in torch.randperm(len(parts), generator=torch.Generator().manual_seed(seed)).tolist():\n"
+          "        total = total + parts[i]\n"
+          "    return total\n"),
+    Patch("position_dependent_order",
+          "Row-wise sums (rms_norm, softmax, sum, mean) add a row's terms right to left when the "
+          "row sits at an odd position of the batch: its bits depend on where it is placed.",
+          _REF,
+          "    L = xf.shape[-1]\n"
+          "    return fixed_order_sum(lambda k: xf[..., k:k + 1], L, xf.dtype, (*xf.shape[:-1], 1), xf.device)\n",
+          "    L = xf.shape[-1]\n"
+          "    fwd = fixed_order_sum(lambda k: xf[..., k:k + 1], L, xf.dtype, (*xf.shape[:-1], 1), xf.device)\n"
+          "    rev = fixed_order_sum(lambda k: xf[..., L - 1 - k:L - k], L, xf.dtype, (*xf.shape[:-1], 1), xf.device)\n"
+          "    odd = (torch.arange(fwd.numel(), device=xf.device).reshape(fwd.shape) % 2) == 1\n"
+          "    return torch.where(odd, rev, fwd)\n"),
+    Patch("attention_splits_from_batch",
+          "decode_attention cuts the keys into a split COUNT chosen from the batch (4 splits for "
+          "one sequence, fewer as the batch grows, as split-KV heuristics fill the GPU), so the "
+          "split size and the merge order change with the batch.",
+          _REF,
+          "        for s0 in range(0, n, KV_SPLIT):              # fixed split size: never a count from B\n"
+          "            s1 = min(s0 + KV_SPLIT, n)\n",
+          "        split = -(-n // max(1, 4 // B))\n"
+          "        for s0 in range(0, n, split):\n"
+          "            s1 = min(s0 + split, n)\n"),
+    Patch("kernel_block_k_from_batch",
+          "The Triton matmul halves BLOCK_K from 128 rows on (a tile configuration chosen from "
+          "M): the float32 accumulation order over K, and so a row's bits, change with the batch.",
+          "optimized/batch_invariant.py",
+          "    bm, bn, bk, warps, stages = TILES[a.dtype]\n",
+          "    bm, bn, bk, warps, stages = TILES[a.dtype]\n"
+          "    bk = bk if M < 128 else bk // 2\n"),
+]
