@@ -12,6 +12,11 @@ per sequence; what the concept adds is the *interface* a kernel exposes to an en
 
 and, through autograd, the backward pass (dq, dk, dv), which an optimized implementation
 computes with its own kernels.
+
+Defaults and edges are :func:`attention`'s: ``causal=False``, ``window=None``, ``scale=None``
+(exactly ``1 / sqrt(head_dim)``), ``return_lse=False`` for ``attention_varlen``; omitting an
+argument is passing its default. ``scale`` may be 0 or negative, ``window`` 0; head_dim >= 1;
+empty sequences (and an all-empty batch) are legal.
 """
 from __future__ import annotations
 

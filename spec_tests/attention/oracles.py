@@ -58,12 +58,6 @@ def _magnitudes(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> tuple[
     return big, top
 
 
-def score_magnitude(q: torch.Tensor, k: torch.Tensor, scale: float | None) -> float:
-    """S = max_ij |scale| * sum_d |q_id k_jd|: the magnitude a score's float32 accumulation is
-    rounded at."""
-    return _magnitudes(q, k, scale)[0]
-
-
 def _eps(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps
 
