@@ -40,7 +40,7 @@ try:
 except ImportError:  # pragma: no cover
     triton = None
 
-__all__ = ["BLOCK", "KV_SPLIT", "fixed_order_sum", "matmul", "rms_norm", "log_softmax", "softmax",
+__all__ = ["fixed_order_sum", "matmul", "rms_norm", "log_softmax", "softmax",
            "row_sum", "row_mean", "decode_attention", "invariant_mode"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"

@@ -55,7 +55,7 @@ import torch
 
 from reference._checks import FLOAT_DTYPES, check_real, check_tensor, compute_dtype
 
-__all__ = ["BLOCK", "KV_SPLIT", "fixed_order_sum", "matmul", "rms_norm", "log_softmax", "softmax",
+__all__ = ["fixed_order_sum", "matmul", "rms_norm", "log_softmax", "softmax",
            "row_sum", "row_mean", "decode_attention", "invariant_mode"]
 __optional__: list[str] = []
 

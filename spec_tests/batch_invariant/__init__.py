@@ -6,5 +6,5 @@ CONCEPT = ConceptInfo(
     lessons=("08.10", "08.11"),
     chapters=(11,),
     module="8 Thinking costs tokens",
-    vocabulary=(),
+    vocabulary=("BLOCK", "KV_SPLIT"),
 )
