@@ -92,7 +92,7 @@ class PrefixCache:
             if refs[b] == 0:
                 del free_queue[b]
             refs[b] += 1
-        table = hits
+        table = list(hits)
         for _ in range(need):
             b, _ = free_queue.popitem(last=False)
             h = self.block_hash.pop(b, None)

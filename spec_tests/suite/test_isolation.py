@@ -70,7 +70,9 @@ HOSTILE = {
             "    out = torch.empty(q.shape, dtype=q.dtype, device='meta')\n"
             "    return (out, torch.empty(q.shape[:-1], device='meta')) if return_lse else out\n",
 }
-SELECT = "course_7b or float64_brute_force or fresh_result"
+WRONG_ABOVE_100 = KV.replace("    return 2 * layers", "    if seq_len > 5000:\n        raise OverflowError('too long')\n"
+                             "    if seq_len > 100:\n        return 0\n    return 2 * layers")
+SELECT = "course_7b or float64_brute_force or fresh_result or matches_course_formula"
 
 
 def _pytest(args, cwd=ROOT, timeout=300):
@@ -89,14 +91,17 @@ def hostile_run(tmp_path_factory):
     """One run: the reference and every hostile submission, kv_bytes and attention, --timeout 5."""
     folder = tmp_path_factory.mktemp("hostile")
     paths = [_write(folder, name, body) for name, body in HOSTILE.items()]
+    late = folder / "late.py"
+    late.write_text(WRONG_ABOVE_100)
     report = folder / "report.json"
-    args = ["spec_tests/kv_bytes", "spec_tests/attention", "-p", "no:cacheprovider", "-q", "--timeout", "5",
-            "-k", SELECT, "--report-json", str(report), "--impl", "reference"]
-    for p in paths:
+    # the ini timeout (pytest-timeout's setting) is the deadline; `inferspec grade` below uses --timeout
+    args = ["spec_tests/kv_bytes", "spec_tests/attention", "-p", "no:cacheprovider", "-q", "-o", "timeout=5",
+            "-k", SELECT, "--report-json", str(report), "--hypothesis-seed", "0", "--impl", "reference"]
+    for p in paths + [late]:
         args += ["--impl", str(p)]
     r = _pytest(args)
     data = json.loads(report.read_text()) if report.exists() else None
-    return r, data
+    return r, data, late
 
 
 def _cell(data, concept, impl):
@@ -106,7 +111,7 @@ def _cell(data, concept, impl):
 def test_the_report_survives_every_hostile_submission(hostile_run):
     """Two submissions or eleven, one crashing or five: the run ends, pytest exits 1 (not 3), the
     table and the JSON are written, the reference and every correct kv_bytes cell pass."""
-    r, data = hostile_run
+    r, data, _ = hostile_run
     assert data is not None, r.stdout[-3000:] + r.stderr[-3000:]
     assert r.returncode == 1, r.stdout[-3000:]
     assert "INTERNALERROR" not in r.stdout + r.stderr
@@ -124,7 +129,7 @@ def test_the_report_survives_every_hostile_submission(hostile_run):
     ("raises", "import failed", "import failed: RuntimeError: boom at import"),
 ])
 def test_an_error_at_import_is_the_verdict_of_every_concept(hostile_run, name, status, words):
-    _, data = hostile_run
+    _, data, _ = hostile_run
     for concept in ("kv_bytes", "attention"):
         cell = _cell(data, concept, name)
         assert cell["status"] == status and words in cell["verdict"], cell
@@ -138,7 +143,7 @@ def test_an_error_at_import_is_the_verdict_of_every_concept(hostile_run, name, s
 def test_a_dying_worker_costs_exactly_its_cell(hostile_run, name, status, verdict):
     """A hang inside a Hypothesis @given test ends at --timeout; os._exit and a segfault are named;
     the cell's later tests are not run (and not restarted), its kv_bytes cell passed."""
-    _, data = hostile_run
+    _, data, _ = hostile_run
     cell = _cell(data, "attention", name)
     assert cell["status"] == status and cell["verdict"] == verdict, cell
     assert "test_matches_float64_brute_force" in cell["verdict_test"]
@@ -149,7 +154,7 @@ def test_a_dying_worker_costs_exactly_its_cell(hostile_run, name, status, verdic
 def test_global_state_and_patches_stay_in_the_submissions_process(hostile_run):
     """set_default_dtype, seeds, threads, replacing reference.attention.attention, patching
     conformance.report: none of it reaches the reference column or the verdict."""
-    r, data = hostile_run
+    r, data, _ = hostile_run
     assert _cell(data, "attention", "dtype")["status"] == "passed"          # the reference's own code
     assert _cell(data, "attention", "patchref")["status"] == "failed"
     assert "wrong on purpose" in _cell(data, "attention", "patchref")["first_failure"]["error"]
@@ -157,7 +162,7 @@ def test_global_state_and_patches_stay_in_the_submissions_process(hostile_run):
 
 
 def test_printing_10_mb_per_call_costs_nothing(hostile_run):
-    r, data = hostile_run
+    r, data, _ = hostile_run
     cell = _cell(data, "attention", "prints")
     assert cell["status"] == "failed"
     assert "more characters not kept" in cell["first_failure"]["output"]
@@ -165,7 +170,7 @@ def test_printing_10_mb_per_call_costs_nothing(hostile_run):
 
 
 def test_a_meta_tensor_is_a_wrong_device(hostile_run):
-    _, data = hostile_run
+    _, data, _ = hostile_run
     error = _cell(data, "attention", "meta")["first_failure"]["error"]
     assert "wrong device: got meta, expected cpu" in error, error
 
@@ -309,32 +314,22 @@ def test_memory_limit_is_a_clear_verdict(tmp_path):
 
 
 # --- the report never loses the counterexample ----------------------------------------------------
-WRONG_ABOVE_100 = KV.replace("    return 2 * layers", "    if seq_len > 5000:\n        raise OverflowError('too long')\n"
-                             "    if seq_len > 100:\n        return 0\n    return 2 * layers")
-
-
-def test_the_report_shows_hypothesis_examples_and_a_reproduce_command_that_works_anywhere(tmp_path):
+def test_the_report_shows_hypothesis_examples_and_a_reproduce_command_that_works_anywhere(hostile_run, tmp_path):
     """With the installed Hypothesis (pinned in pyproject), both distinct failures of an exception
     group are listed with their examples; the reproduce line is one line of absolute paths and,
     run from another folder, fails the same test."""
-    sub = tmp_path / "late.py"
-    sub.write_text(WRONG_ABOVE_100)
-    report, table = tmp_path / "r.json", tmp_path / "out.txt"
-    r = _pytest(["spec_tests/kv_bytes/test_kv_bytes.py", "-k", "matches_course_formula", "-p", "no:cacheprovider",
-                 "--impl", str(sub), "--report-json", str(report), "--hypothesis-seed", "0"])
-    table.write_text(r.stdout)
-    assert r.returncode == 1, r.stdout[-3000:]
-    f = json.loads(report.read_text())["concepts"]["kv_bytes"]["late"]["first_failure"]
+    r, data, late = hostile_run
+    f = _cell(data, "kv_bytes", "late")["first_failure"]
     errors = [x["error"] for x in f["failures"]]
     assert any(e.startswith("AssertionError") for e in errors) and any("OverflowError: too long" in e for e in errors), errors
     examples = [x["example"] for x in f["failures"]]
     assert all(e.startswith(("Falsifying", "Failing")) and "seq_len=" in e for e in examples), (hypothesis.__version__, examples)
-    lines = [l for l in table.read_text().splitlines() if l.strip().startswith("reproduce: pytest ")]
+    lines = [l for l in r.stdout.splitlines() if l.strip().startswith("reproduce: pytest ") and "[late" in l]
     assert lines, r.stdout[-3000:]
     cmd = shlex.split(lines[0].split("reproduce: ", 1)[1])
-    assert Path(cmd[1].split("::")[0]).is_absolute() and str(sub) in cmd and "--rootdir" in cmd
-    again = subprocess.run([sys.executable, "-m", *cmd], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                           env=ENV)
+    assert Path(cmd[1].split("::")[0]).is_absolute() and str(late) in cmd and "--rootdir" in cmd
+    again = subprocess.run([sys.executable, "-m", *cmd, "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True,
+                           text=True, timeout=300, env=ENV)
     assert again.returncode == 1 and "1 failed" in again.stdout, again.stdout[-3000:] + again.stderr[-2000:]
 
 
