@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import torch
 
@@ -268,9 +269,11 @@ def _routes(fns) -> dict:
 def _routing(fns, keys):
     lib = torch.library.Library("aten", "IMPL")
     try:
-        for op, fn in _routes(fns).items():
-            for key in keys:
-                lib.impl(op, fn, key)
+        with warnings.catch_warnings():     # "Overriding a previously registered kernel": intended
+            warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")
+            for op, fn in _routes(fns).items():
+                for key in keys:
+                    lib.impl(op, fn, key)
         yield
     finally:
         lib._destroy()

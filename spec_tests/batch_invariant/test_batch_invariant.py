@@ -152,6 +152,25 @@ def test_decode_attention_values(impl):
         assert torch.allclose(got[b].double(), want, atol=2e-6, rtol=0), (b, (got[b] - want).abs().max())
 
 
+def test_edge_cases(impl, device):
+    """M = 0 rows -> empty; K = 0 -> zeros; an empty row -> empty (softmax) or NaN (mean); a row of
+    -inf -> NaN in log_softmax, as torch; a row of one element -> log_softmax 0, softmax 1."""
+    G = lambda n: impl.get(f"batch_invariant.{n}")  # noqa: E731
+    for dt in ("bfloat16", "float32"):
+        d = DTYPES[dt]
+        e = G("matmul")(torch.empty(0, 4, dtype=d, device=device), torch.ones(4, 3, dtype=d, device=device))
+        assert e.shape == (0, 3) and e.dtype == d
+        z = G("matmul")(torch.empty(2, 0, dtype=d, device=device), torch.empty(0, 3, dtype=d, device=device))
+        assert z.shape == (2, 3) and bool((z == 0).all())
+        assert G("log_softmax")(torch.empty(3, 0, dtype=d, device=device)).shape == (3, 0)
+        assert bool(G("row_mean")(torch.empty(3, 0, dtype=d, device=device)).isnan().all())
+        x = torch.tensor([[float("-inf")] * 5, [0.5] * 5], dtype=d, device=device)
+        ls = G("log_softmax")(x)
+        assert bool(ls[0].isnan().all()) and torch.allclose(ls[1].float(), torch.log_softmax(x[1:].float(), -1)[0], atol=1e-2)
+        one = torch.tensor([[3.0]], dtype=d, device=device)
+        assert float(G("log_softmax")(one)) == 0.0 and float(G("softmax")(one)) == 1.0
+
+
 def test_fixed_order_is_the_documented_one(impl):
     """fixed_order_sum adds blocks of BLOCK = 16 terms left to right, then the partials left to right
     from +0.0. Three numbers show why the order matters: (1e8 + -1e8) + 1 = 1 but 1e8 + (-1e8 + 1)

@@ -524,6 +524,7 @@ def test_seeded_draw_is_the_contracts_draw(impl, device, name):
     _assert_seeded_draw_pinned(impl, case, seed, device)
 
 
+@settings(max_examples=_scaled(10))
 @given(case=sampling_cases(max_batch=4))
 def test_seeded_draw_is_the_contracts_draw_generated(impl, device, case):
     """The same pin on generated cases (every parameter, dtype and tie structure)."""
@@ -544,6 +545,7 @@ def _default_cases(draw):
                         scale=draw(st.sampled_from((0.5, 2.0, 4.0))))
 
 
+@settings(max_examples=_scaled(10))
 @example(case=SamplingCase(2, 120, "float32", 5))
 @given(case=_default_cases())
 def test_omitted_arguments_are_the_documented_defaults(impl, reference, device, case):

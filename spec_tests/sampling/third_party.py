@@ -28,7 +28,7 @@ and why:
   float64 stays float64; HF then works in that dtype.
 
 Semantic differences that remain, so the tests that exercise them are left out of the
-third-party run (spec_tests/sampling/test_third_party.py, ``DESELECT``, says which and why):
+third-party run (``SPEC_DESELECT`` below, read by spec_tests/suite/test_third_party.py):
 
 - ties at the top-p boundary: HF's ``TopPLogitsWarper`` removes sorted positions (``cumsum <= 1 -
   p``), so a tie group straddling the cut is split by sort order; the contract keeps or drops it
@@ -38,8 +38,9 @@ third-party run (spec_tests/sampling/test_third_party.py, ``DESELECT``, says whi
 - ``min_tokens_to_keep`` (default 1) keeps the most likely token in top-k/top-p/min-p: the
   contract's rules keep it anyway, so it changes nothing here.
 
-Run: ``pytest spec_tests/sampling --impl spec_tests/sampling/third_party.py -k "<not DESELECT>"``
-(test_third_party.py requires it to pass).
+Run: ``pytest spec_tests/sampling --impl spec_tests/sampling/third_party.py -k "not with_ties and
+not permutes_probs and ..."`` (``SPEC_DESELECT`` joined); spec_tests/suite/test_third_party.py
+requires it to pass.
 """
 from __future__ import annotations
 
@@ -56,6 +57,21 @@ from reference.sampling import (  # noqa: F401  (SamplingParams: the contract's 
 )
 
 __all__ = ["sampling_probs", "sample"]
+
+# Tests left out of the third-party run (``-k "not <fragment> and ..."``), each for a documented
+# difference of transformers, not for a failure of unknown cause:
+# - exact ties at the top-p boundary (small-integer or float16/bfloat16 logits), where
+#   TopPLogitsWarper splits a tie group by sort order and the contract keeps or drops it whole:
+#   the tie half of the brute-force property (test_probs_match_brute_force, the tie-free half,
+#   runs), the permutation, uniforms-grid, structure and fresh-result tests (generated cases with
+#   ties; the last compares supports with the reference's), the integer large-vocab case, the
+#   chi-square case "top-p over tie groups" and the pinned cases "... tie group ...";
+# - the pinned case "a temperature just above 0 does not overflow": TemperatureLogitsWarper
+#   divides the raw logits, and 8 / 2e-38 overflows float32;
+# - test_matches_transformers_warpers: it compares an implementation with transformers itself.
+SPEC_DESELECT = ("with_ties", "permutes_probs", "induces_probs", "structure_matches", "fresh_results",
+                 "transformers_warpers", "(large_vocab and integer)", "(chi_square and group)",
+                 "(pinned and group)", "(pinned and overflow)")
 
 
 def _groups(keys: list) -> dict:

@@ -1,0 +1,250 @@
+"""Speculative decoding, the drafts and the loop: the specification (course 05.08-05.11; ch. 7-8).
+
+The contract::
+
+    ngram_propose(tokens, gamma, *, n=2) -> list[int]
+    speculative_generate(target, draft, prompt, gamma, *, max_new_tokens, temperature=1.0,
+                         generator=None) -> torch.Tensor
+    expected_tokens_per_step(alpha, gamma) -> float
+    speedup(alpha, gamma, c) -> float
+    break_even_alpha(gamma, c) -> float
+
+**Prompt lookup (n-gram drafting).** ``ngram_propose`` takes the sequence so far (a 1-D integer
+tensor or a list of ints) and looks for an EARLIER occurrence of its last ``n`` tokens: a start
+``j`` with ``tokens[j:j+n] == tokens[L-n:L]`` and ``j + n < L`` (the suffix itself, ``j = L - n``,
+is not a match: nothing follows it). Ties go to the most recent occurrence (the largest ``j``).
+It proposes what followed: ``tokens[j+n : j+n+gamma]`` (fewer than ``gamma`` tokens when the
+sequence ends first; overlapping the suffix is allowed). No match, ``L <= n`` or ``gamma == 0``:
+``[]`` (the loop then runs a plain target step). No fallback to shorter n-grams.
+
+**The loop.** ``speculative_generate`` decodes one sequence (``prompt``: 1-D integer tensor,
+length >= 1) with a target model and either a draft model (the same interface:
+``config.vocab_size``, ``config.max_seq_len``, ``model(tokens, cache) -> logits``,
+``new_cache(batch, max_seq_len)``; e.g. a reference Transformer with fewer layers or other
+weights, same vocabulary) or ``draft=None`` (n-gram drafting with ``n = 2``). Each round:
+
+1. the draft proposes γ_r = min(γ, tokens still to emit - 1) tokens (a draft model samples them
+   one by one from q = softmax(logits / temperature), argmax at temperature 0; the n-gram
+   proposer may give fewer, and its q is one-hot: ``draft_probs=None``);
+2. the target scores [last emitted token] + drafts in ONE forward pass (its KV cache holds every
+   earlier token), giving p_0 .. p_γr;
+3. ``reference.speculative.verify`` (the verifier concept) keeps k drafts and emits one more
+   token (recovered, or the bonus token if all were accepted): k + 1 tokens per round;
+4. both KV caches are rolled back to the tokens that are kept (the rejected drafts' K/V are
+   dropped).
+
+So the target model is called once for the prefill (``prompt[:-1]``, skipped for a 1-token
+prompt) and once per round, and a round whose drafts are all accepted emits γ_r + 1 tokens.
+Temperature 0 is greedy: the output is EXACTLY ``reference.generate.generate``'s greedy tokens
+for any draft. Temperature > 0: p = softmax(logits / temperature) in float64, and every emitted
+token is distributed as the target's next-token distribution given the tokens before it.
+Randomness: only ``generator`` (draft sampling and verify's uniforms); required when
+temperature > 0 (ValueError), ignored at 0. Returns int64 (max_new_tokens,), prompt excluded.
+
+**Closed forms (05.09).** With per-position acceptance rate α = E_x~q[min(1, p(x)/q(x))] =
+Σ_x min(p(x), q(x)), i.i.d. over positions, a round emits 1 + (accepted drafts) tokens, whose mean
+is ``expected_tokens_per_step(α, γ) = (1 - α^(γ+1)) / (1 - α)`` (γ + 1 at α = 1). With a draft
+step costing c target steps, ``speedup(α, γ, c) = expected_tokens_per_step(α, γ) / (c γ + 1)``;
+``break_even_alpha(γ, c)`` is the α in [0, 1] where the speedup is exactly 1 (speculation wins
+above it), found by bisection (float64, to 1e-12); it is 0 when c == 0 (any α wins or ties), c
+exactly at γ = 1, and it raises ValueError naming ``c`` for c > 1 (speculation never breaks even)
+and naming ``gamma`` for γ = 0 (plain decoding: speedup 1/(0 + 1) = 1 for every α).
+
+Bad input: TypeError (wrong kind) or ValueError (wrong value) naming the argument: tokens/prompt
+not a 1-D integer tensor (or, for tokens, a list of ints), empty prompt; gamma, n, max_new_tokens
+not ints (gamma >= 0, n >= 1, max_new_tokens >= 0); temperature not a finite real >= 0; alpha not
+a real in [0, 1]; c not a finite real >= 0; a draft with another vocabulary; prompt + max_new_tokens
+past the target's max_seq_len; a generator that is not a torch.Generator.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from reference._checks import check_int, check_real, check_tensor
+from reference.speculative import verify
+
+__all__ = ["ngram_propose", "speculative_generate", "expected_tokens_per_step", "speedup",
+           "break_even_alpha"]  # the contract
+__optional__ = []
+
+
+# ----------------------------------------------------------------------------- n-gram proposer
+def _token_list(name: str, tokens) -> list[int]:
+    if isinstance(tokens, torch.Tensor):
+        check_tensor(name, tokens, ndim=1, dims="seq")
+        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise TypeError(f"{name} must hold integers, got {tokens.dtype}")
+        return [int(t) for t in tokens.tolist()]
+    if isinstance(tokens, (list, tuple)):
+        for i, t in enumerate(tokens):
+            check_int(f"{name}[{i}]", t)
+        return list(tokens)
+    raise TypeError(f"{name} must be a 1-D integer tensor or a list of ints, got {type(tokens).__name__}")
+
+
+def ngram_propose(tokens, gamma: int, *, n: int = 2) -> list[int]:
+    """Up to ``gamma`` tokens that followed the most recent earlier occurrence of the last ``n``
+    tokens (module doc); ``[]`` when there is none."""
+    seq = _token_list("tokens", tokens)
+    check_int("gamma", gamma, minimum=0)
+    check_int("n", n, minimum=1)
+    length = len(seq)
+    if gamma == 0 or length <= n:
+        return []
+    suffix = seq[length - n:]
+    for j in range(length - n - 1, -1, -1):          # most recent first; j = L - n is the suffix
+        if seq[j:j + n] == suffix:
+            return seq[j + n:j + n + gamma]
+    return []
+
+
+# ----------------------------------------------------------------------------- the loop
+def _truncate(cache, length: int) -> None:
+    """Roll a KV cache back to its first ``length`` positions (later K/V are overwritten next)."""
+    cache.lengths = [length] * len(cache.lengths)
+
+
+def _probs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(logits / T) in float64; at T = 0 one-hot on the argmax (verify only validates it)."""
+    logits = logits.to(torch.float64)
+    if temperature == 0:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(torch.float64)
+    return torch.softmax(logits / temperature, dim=-1)
+
+
+def _check_model(name: str, model) -> None:
+    for attr in ("config", "new_cache"):
+        if not hasattr(model, attr) or not callable(model):
+            raise TypeError(f"{name} must be a model (config, new_cache, __call__), got {type(model).__name__}")
+
+
+@torch.no_grad()
+def speculative_generate(target, draft, prompt: torch.Tensor, gamma: int, *, max_new_tokens: int,
+                         temperature: float = 1.0,
+                         generator: torch.Generator | None = None) -> torch.Tensor:
+    """Speculative decoding of one sequence (module doc); returns the new tokens, int64."""
+    _check_model("target", target)
+    if draft is not None:
+        _check_model("draft", draft)
+        if draft.config.vocab_size != target.config.vocab_size:
+            raise ValueError(f"draft: vocab_size {draft.config.vocab_size} != target's {target.config.vocab_size}")
+    check_tensor("prompt", prompt, ndim=1, dims="seq")
+    if prompt.dtype.is_floating_point or prompt.dtype.is_complex or prompt.dtype == torch.bool:
+        raise TypeError(f"prompt must be an integer tensor, got {prompt.dtype}")
+    if prompt.numel() == 0:
+        raise ValueError("prompt must hold at least one token")
+    vocab = target.config.vocab_size
+    if int(prompt.min()) < 0 or int(prompt.max()) >= vocab:
+        raise ValueError(f"prompt: ids must be in [0, {vocab})")
+    check_int("gamma", gamma, minimum=0)
+    check_int("max_new_tokens", max_new_tokens, minimum=0)
+    temperature = float(check_real("temperature", temperature, minimum=0))
+    if not math.isfinite(temperature):
+        raise ValueError(f"temperature must be finite, got {temperature}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    if temperature > 0 and generator is None:
+        raise ValueError("generator: sampling (temperature > 0) needs an explicit torch.Generator")
+    total = prompt.numel() + max_new_tokens
+    for name, model in (("target", target), ("draft", draft)):
+        if model is not None and total > model.config.max_seq_len:
+            raise ValueError(f"max_new_tokens: prompt ({prompt.numel()}) + max_new_tokens ({max_new_tokens}) "
+                             f"exceeds the {name}'s max_seq_len={model.config.max_seq_len}")
+    if max_new_tokens == 0:
+        return torch.empty(0, dtype=torch.int64, device=prompt.device)
+
+    greedy = temperature == 0
+    device = prompt.device
+    seq = [int(t) for t in prompt.tolist()]
+    t_cache = target.new_cache(1, total)
+    if len(seq) > 1:
+        target(torch.tensor([seq[:-1]], device=device), cache=t_cache)   # prefill all but the last
+    d_cache = draft.new_cache(1, total) if draft is not None else None
+    emitted: list[int] = []
+    while len(emitted) < max_new_tokens:
+        g = min(gamma, max_new_tokens - len(emitted) - 1)
+        # 1. propose
+        q = None
+        if draft is None:
+            drafts = ngram_propose(seq, g)
+        else:
+            drafts, qs = [], []
+            logits = draft(torch.tensor([seq[d_cache.seq_len:]], device=device), cache=d_cache)[0, -1]
+            for i in range(g):
+                qi = _probs(logits, temperature)
+                x = int(qi.argmax()) if greedy else int(torch.multinomial(qi, 1, generator=generator))
+                drafts.append(x)
+                qs.append(qi)
+                if i + 1 < g:
+                    logits = draft(torch.tensor([[x]], device=device), cache=d_cache)[0, -1]
+            q = torch.stack(qs)[None] if qs else torch.empty(1, 0, vocab, dtype=torch.float64, device=device)
+        # 2. score [last token] + drafts in one target pass
+        kept = t_cache.seq_len                        # = len(seq) - 1
+        logits = target(torch.tensor([seq[-1:] + drafts], device=device), cache=t_cache)[0]
+        p = _probs(logits, temperature)[None]
+        # 3. verify
+        x = torch.tensor([drafts], dtype=torch.int64, device=device).reshape(1, len(drafts))
+        tokens, num_accepted = verify(p, q, x, greedy=greedy, generator=generator if not greedy else None,
+                                      uniforms=torch.zeros(1, len(drafts) + 1, dtype=torch.float64,
+                                                           device=device) if greedy else None)
+        k = int(num_accepted[0])
+        new = [int(t) for t in tokens[0, :k + 1].tolist()]
+        # 4. roll back: keep the last token and the k accepted drafts
+        _truncate(t_cache, kept + 1 + k)
+        if d_cache is not None:
+            _truncate(d_cache, min(d_cache.seq_len, len(seq) + k))
+        seq += new
+        emitted += new
+    return torch.tensor(emitted[:max_new_tokens], dtype=torch.int64, device=device)
+
+
+# ----------------------------------------------------------------------------- closed forms
+def _alpha(alpha) -> float:
+    a = float(check_real("alpha", alpha))
+    if not 0 <= a <= 1:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    return a
+
+
+def _cost(c) -> float:
+    value = float(check_real("c", c, minimum=0))
+    if not math.isfinite(value):
+        raise ValueError(f"c must be finite, got {c}")
+    return value
+
+
+def expected_tokens_per_step(alpha: float, gamma: int) -> float:
+    """(1 - α^(γ+1)) / (1 - α): mean tokens emitted per target forward; γ + 1 at α = 1."""
+    a = _alpha(alpha)
+    check_int("gamma", gamma, minimum=0)
+    if a == 1:
+        return float(gamma + 1)
+    return (1 - a ** (gamma + 1)) / (1 - a)
+
+
+def speedup(alpha: float, gamma: int, c: float) -> float:
+    """expected_tokens_per_step(α, γ) / (c γ + 1): wall-time speedup over plain decoding when one
+    draft step costs c target steps."""
+    tokens = expected_tokens_per_step(alpha, gamma)
+    return tokens / (_cost(c) * gamma + 1)
+
+
+def break_even_alpha(gamma: int, c: float) -> float:
+    """The α in [0, 1] with speedup(α, γ, c) == 1 (bisection in float64 to 1e-12); 0 when c == 0."""
+    check_int("gamma", gamma, minimum=1)
+    cost = _cost(c)
+    if cost == 0:
+        return 0.0
+    lo, hi = 0.0, 1.0                                # speedup(0) = 1/(cγ+1) < 1, increasing in α
+    if speedup(1.0, gamma, cost) < 1:
+        raise ValueError(f"c: with c = {c} speculation never breaks even (speedup at α = 1 is "
+                         f"{speedup(1.0, gamma, cost):.6g} < 1)")
+    while hi - lo > 1e-12:
+        mid = (lo + hi) / 2
+        if speedup(mid, gamma, cost) < 1:
+            lo = mid
+        else:
+            hi = mid
+    return hi

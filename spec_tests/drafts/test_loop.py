@@ -1,0 +1,108 @@
+"""The speculative decoding loop on the reference model: greedy output is exactly the target's
+greedy output for ANY draft; a perfect draft takes one target pass per γ + 1 tokens; sampled output
+follows the target's distribution (chi-square, fixed seeds, false alarm <= 1e-6)."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from scipy.stats import chi2
+
+from conformance.strategies import generator
+from spec_tests.drafts.strategies import tiny_models
+
+ALPHA = 1e-6
+PROMPT = [1, 2, 3, 1, 2, 5]
+
+
+def _draft(reference, kind):
+    """Drafts from perfect to terrible: None is n-gram prompt lookup."""
+    if kind == "ngram":
+        return None
+    if kind == "perfect":
+        return tiny_models(reference, layers=2, seed=1)
+    if kind == "fewer_layers":
+        return tiny_models(reference, layers=1, seed=1)
+    return tiny_models(reference, layers=1, seed=99)     # "random": unrelated weights
+
+
+@pytest.mark.parametrize("kind", ["ngram", "perfect", "fewer_layers", "random"])
+@pytest.mark.parametrize("gamma", [0, 1, 3])
+def test_greedy_equals_target_greedy(impl, reference, kind, gamma):
+    """Temperature 0: the tokens are exactly reference.generate's greedy tokens, whatever the draft."""
+    target = tiny_models(reference, layers=2, seed=1)
+    prompt = torch.tensor(PROMPT, dtype=torch.int64)
+    want = reference.get("generate.generate")(target, prompt[None], 14)[0][0]
+    got = impl.get("drafts.speculative_generate")(target, _draft(reference, kind), prompt, gamma,
+                                                  max_new_tokens=14, temperature=0)
+    assert torch.equal(torch.as_tensor(got).to(torch.int64).cpu(), want), (kind, gamma, got, want)
+
+
+class Counting:
+    """A target that counts its forward passes (the loop's model interface, forwarded)."""
+
+    def __init__(self, model):
+        self.model, self.config, self.calls = model, model.config, 0
+
+    def new_cache(self, *args, **kwargs):
+        return self.model.new_cache(*args, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.model(*args, **kwargs)
+
+
+@pytest.mark.parametrize("gamma, new, rounds", [(3, 9, 3), (3, 8, 2), (1, 5, 3), (0, 4, 4)])
+def test_perfect_draft_takes_one_pass_per_gamma_plus_one(impl, reference, gamma, new, rounds):
+    """A draft identical to the target is always accepted: each round emits γ_r + 1 tokens (the
+    accepted drafts and the bonus token), so the target runs 1 prefill + ceil(new / (γ + 1)) passes."""
+    target = Counting(tiny_models(reference, layers=2, seed=1))
+    prompt = torch.tensor(PROMPT, dtype=torch.int64)
+    got = impl.get("drafts.speculative_generate")(target, tiny_models(reference, layers=2, seed=1),
+                                                  prompt, gamma, max_new_tokens=new, temperature=0)
+    assert len(got) == new
+    assert target.calls == 1 + rounds
+
+
+def _target_joint(target, prompt, vocab):
+    """Exact P(t1, t2 | prompt) of the target at temperature 1 (two forward passes per t1)."""
+    with torch.no_grad():
+        p1 = torch.softmax(target(prompt[None])[0, -1].double(), -1)
+        joint = torch.zeros(vocab, vocab, dtype=torch.float64)
+        for t1 in range(vocab):
+            seq = torch.cat([prompt, torch.tensor([t1])])
+            joint[t1] = p1[t1] * torch.softmax(target(seq[None])[0, -1].double(), -1)
+    return joint
+
+
+@pytest.mark.parametrize("kind, gamma", [("random", 1)])
+def test_sampled_follows_target_distribution(impl, reference, kind, gamma):
+    """Temperature 1, vocab 3: the first two emitted tokens (one round may emit both: an accepted
+    draft and the bonus token) are distributed as the target's joint; chi-square over the 9 cells
+    (cells with expected count < 5 merged), fixed seed, false alarm <= 1e-6."""
+    vocab, trials = 3, 300
+    target = tiny_models(reference, vocab=vocab, layers=1, seed=5)
+    draft = None if kind == "ngram" else tiny_models(reference, vocab=vocab, layers=1, seed=6)
+    prompt = torch.tensor([0, 1, 2, 0], dtype=torch.int64)   # n-gram: "0" ... proposes 1, 2
+    joint = _target_joint(target, prompt, vocab).reshape(-1)
+    spec = impl.get("drafts.speculative_generate")
+    g = generator(1234)
+    counts = torch.zeros(vocab * vocab, dtype=torch.float64)
+    for _ in range(trials):
+        out = spec(target, draft, prompt, gamma, max_new_tokens=2, temperature=1.0, generator=g)
+        counts[int(out[0]) * vocab + int(out[1])] += 1
+    expected = joint * trials
+    order = torch.argsort(expected)
+    obs, exp, acc_o, acc_e = [], [], 0.0, 0.0
+    for i in order.tolist():                                  # merge the small cells
+        acc_o, acc_e = acc_o + float(counts[i]), acc_e + float(expected[i])
+        if acc_e >= 5:
+            obs.append(acc_o), exp.append(acc_e)
+            acc_o = acc_e = 0.0
+    if acc_e > 0:
+        obs[-1] += acc_o
+        exp[-1] += acc_e
+    stat = sum((o - e) ** 2 / e for o, e in zip(obs, exp))
+    assert len(obs) >= 2
+    assert stat < chi2.isf(ALPHA, len(obs) - 1), (stat, counts.tolist(), expected.tolist())
