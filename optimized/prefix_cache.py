@@ -23,6 +23,14 @@ __all__ = ["PrefixCache"]
 __optional__: list[str] = []
 
 _ROOT = hash(("prefix_cache", "root"))
+_INT = {int}
+
+
+def _tokens(tokens) -> tuple:
+    """check_tokens with a fast path for the common case (a list or tuple of plain ints >= 0)."""
+    if type(tokens) in (list, tuple) and tokens and set(map(type, tokens)) == _INT and min(tokens) >= 0:
+        return tuple(tokens)
+    return check_tokens(tokens)
 
 
 class PrefixCache:
@@ -44,8 +52,10 @@ class PrefixCache:
         bs = self.block_size
         out = []
         h = _ROOT
-        for i in range(len(tokens) // bs):
-            h = hash((h, tokens[i * bs:(i + 1) * bs], extra_key if i == 0 else None))
+        key = extra_key
+        for blk in zip(*[iter(tokens)] * bs):       # full blocks only (zip drops the partial tail)
+            h = hash((h, blk, key))
+            key = None
             out.append(h)
         return out
 
@@ -60,14 +70,22 @@ class PrefixCache:
         return hits
 
     def lookup(self, tokens, extra_key=None) -> list:
-        tokens = check_tokens(tokens)
+        tokens = _tokens(tokens)
         check_extra_key(extra_key)
         bs = self.block_size
+        n = (len(tokens) - 1) // bs                # the last token is never a hit
         hits = []
-        h = _ROOT
+        if n == 0:
+            return hits
         get = self.cache.get
-        for i in range((len(tokens) - 1) // bs):   # hash only as far as the hits go
-            h = hash((h, tokens[i * bs:(i + 1) * bs], extra_key if i == 0 else None))
+        blocks = zip(*[iter(tokens[:n * bs])] * bs)   # the full blocks as tuples, made in C
+        h = hash((_ROOT, next(blocks), extra_key))
+        b = get(h)
+        if b is None:
+            return hits
+        hits.append(b)
+        for blk in blocks:                         # hash only as far as the hits go
+            h = hash((h, blk, None))
             b = get(h)
             if b is None:
                 break
@@ -76,7 +94,7 @@ class PrefixCache:
 
     def allocate(self, seq, tokens, extra_key=None) -> int:
         check_seq(seq)
-        tokens = check_tokens(tokens)
+        tokens = _tokens(tokens)
         check_extra_key(extra_key)
         if seq in self.tables:
             raise ValueError(f"seq {seq!r} is already allocated")

@@ -49,8 +49,9 @@ LOOP_BAD = [
 
 
 def tiny_models_vocab(valid):
-    from reference.model import ModelConfig, Transformer
-    return Transformer(ModelConfig(vocab_size=4, dim=16, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=8))
+    """The valid target's model class and config with vocab_size 4 (the target's is 8)."""
+    target = valid["target"]
+    return type(target)(target.config.replace(vocab_size=4, n_layers=1))
 
 
 @bad_cases(LOOP_BAD)

@@ -177,4 +177,23 @@ MUTANTS = [
           "    if uniforms is None:\n"
           "        return torch.multinomial(probs, 1, generator=generator).flatten()\n"
           "    return inverse_cdf(probs, uniforms)\n"),
+    # ---- validation (the bad-input tables)
+    Patch("top_p_zero_accepted",
+          "top_p's range check is [0, 1] instead of (0, 1]: top_p = 0 is accepted (and keeps "
+          "nothing: the row comes out NaN) instead of being rejected.",
+          REF,
+          '    _check_range(fields["top_p"], "top_p", lambda v: 0 < v <= 1, "in (0, 1] (1 disables)")\n',
+          '    _check_range(fields["top_p"], "top_p", lambda v: 0 <= v <= 1, "in (0, 1] (1 disables)")\n'),
+    Patch("draws_before_validation",
+          "sample draws its uniforms BEFORE validating params, logit_bias and tokens: valid calls "
+          "are unchanged, but a rejected call has already advanced the caller's generator.",
+          REF,
+          "    probs = sampling_probs(logits, params, prompt_tokens=prompt_tokens, output_tokens=output_tokens)\n"
+          "    if batch == 0:\n"
+          "        return torch.zeros(0, dtype=torch.int64, device=logits.device)\n"
+          + DRAW,
+          DRAW +
+          "    probs = sampling_probs(logits, params, prompt_tokens=prompt_tokens, output_tokens=output_tokens)\n"
+          "    if batch == 0:\n"
+          "        return torch.zeros(0, dtype=torch.int64, device=logits.device)\n"),
 ]
