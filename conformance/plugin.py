@@ -97,8 +97,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "concept(id): concept of a test outside spec_tests/<id>/")
     config.addinivalue_line("markers", "bundled: tests internals of the bundled implementations")
     bad = problems()
-    if bad and os.environ.get("INFERSPEC_WIP") == "1":  # TEMPORARY during the layout migration
-        bad = []
     if bad:
         raise pytest.UsageError("inferspec: the concept registry is inconsistent:\n  " + "\n  ".join(bad))
     explicit = config.getoption("impl") or impl_specs_from_env()

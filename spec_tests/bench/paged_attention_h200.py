@@ -1,7 +1,7 @@
 """H200 benchmark of the paged-attention decode kernel (optimized/paged_attention.py).
 
 One run, one process (plus the spec tests in a child process with ``--pytest``):
-  1. ``--pytest``: the paged_attention spec tests natively (INFERSPEC_WIP=1), log to --log.
+  1. ``--pytest``: the paged_attention spec tests natively, log to --log.
   2. Ceilings: a 2 GiB device-to-device copy (bytes read + written) and a 2 GiB bf16 read
      (``torch.sum``).
   3. Per shape (batch x context; 32 query / 8 KV heads, D = 128, bf16, block 16, block ids a
@@ -204,14 +204,14 @@ def run_shape(batch: int, n: int, sweep: bool) -> dict:
 
 
 def run_pytest(log_path: str | None) -> dict:
-    env = {**os.environ, "INFERSPEC_WIP": "1", "PYTHONPATH": "."}
+    env = {**os.environ, "PYTHONPATH": "."}
     cmd = [sys.executable, "-m", "pytest", "spec_tests/paged_attention", "-q", "-p", "no:cacheprovider"]
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     text = proc.stdout + proc.stderr
     if log_path:
         with open(log_path, "w") as f:
-            f.write("$ INFERSPEC_WIP=1 PYTHONPATH=. python3 -m pytest spec_tests/paged_attention -q -p no:cacheprovider\n")
+            f.write("$ PYTHONPATH=. python3 -m pytest spec_tests/paged_attention -q -p no:cacheprovider\n")
             f.write(text)
     tail = [line for line in text.splitlines() if "passed" in line or "failed" in line][-1:]
     log(text[-2500:])
