@@ -35,8 +35,7 @@ SPEC_DIR = PACKAGE_ROOT / "spec_tests"
 
 
 def _pytest_args(args) -> list[str]:
-    from conformance.registry import NOT_CONCEPTS
-    from conformance.registry import CONCEPTS
+    from conformance.registry import CONCEPTS, NOT_CONCEPTS
     wanted = [c.strip() for raw in args.concept for c in raw.split(",") if c.strip()]
     if wanted and all(c in CONCEPTS for c in wanted):  # collect only those concepts' folders
         out = [str(SPEC_DIR / c) for c in wanted]
@@ -167,7 +166,7 @@ def _short(cell: dict | None) -> str:
     if cell is None:
         return ""
     status, text = cell["status"], cell["text"]
-    if cell.get("verdict"):
+    if cell.get("verdict") and status != "failed":
         return cell["verdict"]  # crashed (signal 11), timed out after 5 s, import failed: ...
     if status in ("failed",):
         return text

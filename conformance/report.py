@@ -54,10 +54,11 @@ class Cell:
     verdict: str | None = None    # "crashed (signal 11)", "timed out after 5 s", ...
     verdict_kind: str | None = None
     verdict_test: str = ""
+    first_is_death: bool = False  # the first failure was the worker's death (else a real failure came first)
 
     @property
     def status(self) -> str:
-        if self.verdict_kind:
+        if self.verdict_kind and (self.first_is_death or self.first_failure is None):
             return self.verdict_kind
         if self.failed:
             return "failed"
@@ -192,6 +193,7 @@ class Results:
                 cell.verdict, cell.verdict_kind = rec["verdict"], rec["verdict_kind"]
                 cell.verdict_test = rec["nodeid"]
             if cell.first_failure is None and rec.get("failure"):
+                cell.first_is_death = bool(rec.get("verdict"))
                 f = rec["failure"]
                 cell.first_failure = Failure(test=f["test"], error=f["error"], example=f["example"],
                                              reproduce=f["reproduce"], failures=f.get("failures", []),
@@ -274,7 +276,7 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     status = cell.status
     if status == "not implemented" and impl == "optimized" and c is not None and not c.has_optimized:
         return "n/a (reference only)"
-    if cell.verdict:
+    if cell.verdict and status != "failed":
         return f"{cell.verdict} in {_short_test(cell.verdict_test, impl)}"
     if status in ("passed", "partial"):
         extra = ""
@@ -286,7 +288,8 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
         only = ", only bad-input tests passed" if cell.only_bad_input else ""
         return f"{status} ({cell.passed}{skipped}{only}{extra})"
     if status == "failed":
-        return f"FAILED {_short_test(cell.first_failure.test, impl) if cell.first_failure else ''}"
+        then = f" (then {cell.verdict} in {_short_test(cell.verdict_test, impl)})" if cell.verdict else ""
+        return f"FAILED {_short_test(cell.first_failure.test, impl) if cell.first_failure else ''}{then}"
     if status == "not implemented":
         return "not implemented (stubbed)" if cell.stubbed and not cell.missing else "not implemented"
     return f"skipped ({cell.skip_reasons[0][:40]})" if cell.skip_reasons else "skipped"

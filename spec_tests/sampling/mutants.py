@@ -196,4 +196,32 @@ MUTANTS = [
           "    probs = sampling_probs(logits, params, prompt_tokens=prompt_tokens, output_tokens=output_tokens)\n"
           "    if batch == 0:\n"
           "        return torch.zeros(0, dtype=torch.int64, device=logits.device)\n"),
+    Patch("empty_vocab_unchecked",
+          "logits with vocab 0 are not rejected up front: the call fails later inside torch "
+          "(a RuntimeError about an empty reduction) instead of a ValueError naming logits.",
+          REF,
+          "    if logits.shape[1] == 0:\n"
+          '        raise ValueError("logits: vocab (dim 1) must be >= 1")\n',
+          ""),
+    Patch("uniforms_one_accepted",
+          "uniforms are checked against [0, 1] instead of [0, 1): u = 1 is accepted (an "
+          "off-by-one at the boundary of the draw).",
+          REF,
+          "    if batch and not bool(((uniforms >= 0) & (uniforms < 1)).all()):\n",
+          "    if batch and not bool(((uniforms >= 0) & (uniforms <= 1)).all()):\n"),
+    Patch("generator_optional_global_rng",
+          "sample without a generator (and without uniforms) silently draws from torch's global "
+          "RNG instead of raising: results then depend on hidden global state.",
+          REF,
+          '        raise ValueError("generator: sample needs an explicit torch.Generator (or explicit uniforms)")\n',
+          "        return\n"),
+    Patch("dense_bias_first_row_only",
+          "A dense logit_bias of shape (vocab,) is applied to the first row only (the other rows "
+          "get zeros) instead of to every row.",
+          REF,
+          "        return bias.to(device=device, dtype=dtype).expand(batch, vocab)\n",
+          "        b = bias.to(device=device, dtype=dtype)\n"
+          "        if b.dim() == 2:\n"
+          "            return b\n"
+          "        return torch.cat([b[None], torch.zeros(batch - 1, vocab, dtype=dtype, device=device)])\n"),
 ]

@@ -639,7 +639,7 @@ BAD = [
     Bad("logits rank 1", _with_logits(lambda x: x[0].clone()), ValueError, ("logits", "rank")),
     Bad("logits int", _with_logits(lambda x: x.long()), TypeError, ("logits",)),
     Bad("logits list", _with_logits(lambda x: x.tolist()), TypeError, ("logits",)),
-    Bad("logits empty vocab", _with_logits(lambda x: x[:, :0].clone()), ValueError, ("logits",)),
+    Bad("logits empty vocab", _with_logits(lambda x: x[:, :0].clone()), ValueError, ("logits", "vocab")),
     Bad("NaN logits", lambda kw: {**_with_logits(lambda x: _set(x, (1, 2), math.nan))(kw),
                                   **_params(top_k=3, top_p=0.9)}, ValueError, ("logits", "NaN", "row 1")),
     Bad("NaN logits, top-p only", lambda kw: {**_with_logits(lambda x: _set(x, (1, 2), math.nan))(kw),

@@ -15,7 +15,6 @@ import os
 import shlex
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import hypothesis
