@@ -111,13 +111,20 @@ def render(concept_ids: list[str], path: str = "my_impl.py") -> str:
             if node is None:
                 raise ValueError(f"{contract_name}: not defined at the top of reference/{mod_name}.py")
             for const in sorted(_default_names(node)):
-                if hasattr(module, const) and not hasattr(builtins, const):
+                if hasattr(module, const) and not hasattr(builtins, const) and not inspect.ismodule(getattr(module, const)):
                     imports.append(f"from reference.{mod_name} import {const}  # a default value")
             node = _stub_class(node) if isinstance(node, ast.ClassDef) else (_stub_body(node) or node)
             parts.append(f"# --- {cid}: {contract_name} " + "-" * max(0, 60 - len(cid) - len(contract_name)))
             parts.append(ast.unparse(node))
     head = HEADER.format(concepts=", ".join(concept_ids), path=path)
-    imports = list(dict.fromkeys(imports))
+    seen_names: set[str] = set()   # one import per name (a vocabulary name may also be a default)
+    unique = []
+    for line in imports:
+        name = line.split(" import ", 1)[1].split()[0]
+        if name not in seen_names:
+            seen_names.add(name)
+            unique.append(line)
+    imports = unique
     text = head + ("\n".join(imports) + "\n" if imports else "") + "\n\n" + "\n\n\n".join(parts) + "\n"
     ast.parse(text)  # the template must be valid Python
     return text

@@ -129,8 +129,8 @@ def _grad_out(shape, seed, device):
 
 # ------------------------------------------------------------------------------ forward
 @_pin(*PINNED)
-@settings(max_examples=_scaled(20))
-@given(case=attn_cases(dtypes=LOW, max_len=65, head_dims=(8, 16, 32, 64), groups=(1, 2, 4, 8), max_work=64))
+@settings(max_examples=_scaled(16))
+@given(case=attn_cases(dtypes=LOW, max_len=65, head_dims=(8, 16, 32, 64), groups=(1, 2, 4, 8), max_work=48))
 def test_forward_matches_oracle(impl, reference, device, case):
     """FlashAttention()(q, k, v) (padded) and attention_varlen on the same batch packed: out and
     lse within 2x the reference's own error of the float64 oracle."""

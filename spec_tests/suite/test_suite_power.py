@@ -18,23 +18,49 @@ pytestmark = pytest.mark.meta
 ALL = mutants.all_mutants()
 
 
+def _groups(n: int) -> list[list[str]]:
+    """Concepts split into n groups of about equal mutant counts (one process per group)."""
+    counts: dict[str, int] = {}
+    for cid, _ in ALL:
+        counts[cid] = counts.get(cid, 0) + 1
+    groups: list[list[str]] = [[] for _ in range(n)]
+    load = [0] * n
+    for cid in sorted(counts, key=counts.get, reverse=True):
+        i = load.index(min(load))
+        groups[i].append(cid)
+        load[i] += counts[cid]
+    return [g for g in groups if g]
+
+
 @pytest.fixture(scope="module")
 def mutant_report(tmp_path_factory) -> dict:
-    out = tmp_path_factory.mktemp("mutants") / "report.json"
-    targets = sorted({cid for cid, _ in ALL})
-    cmd = [sys.executable, "-m", "pytest", str(SPEC_DIR), "-q", "-p", "no:cacheprovider",
-           "--hypothesis-profile=mutants", "--no-report", "--first-failure-per-concept",
-           "--report-json", str(out), "--concept", ",".join(targets)]
-    for cid, m in ALL:
-        cmd += ["--impl", mutants.spec(cid, m.name)]
+    """One derandomized pytest run per group of concepts, the groups in parallel (one per CPU,
+    at most 4), each with every mutant of its concepts as an --impl; the JSON reports merged."""
+    tmp = tmp_path_factory.mktemp("mutants")
     env = {**os.environ, "INFERSPEC_PROFILE": "mutants"}
     env.pop("INFERSPEC_IMPL", None)
-    proc = subprocess.run(cmd, cwd=SPEC_DIR.parent, capture_output=True, text=True, env=env, timeout=1800)
-    if not out.exists():
-        pytest.fail(f"mutant run wrote no report (exit {proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(out.read_text())
+    procs = []
+    for i, group in enumerate(_groups(max(1, min(4, os.cpu_count() or 1)))):
+        out = tmp / f"report{i}.json"
+        cmd = [sys.executable, "-m", "pytest", str(SPEC_DIR), "-q", "-p", "no:cacheprovider",
+               "--hypothesis-profile=mutants", "--no-report", "--first-failure-per-concept",
+               "--report-json", str(out), "--concept", ",".join(group)]
+        for cid, m in ALL:
+            if cid in group:
+                cmd += ["--impl", mutants.spec(cid, m.name)]
+        procs.append((out, subprocess.Popen(cmd, cwd=SPEC_DIR.parent, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, text=True, env=env)))
+    merged: dict = {"concepts": {}}
+    for out, proc in procs:
+        log, _ = proc.communicate(timeout=3000)
+        if not out.exists():
+            pytest.fail(f"mutant run wrote no report (exit {proc.returncode}):\n{log[-6000:]}")
+        for cid, row in json.loads(out.read_text())["concepts"].items():
+            merged["concepts"].setdefault(cid, {}).update(row)
+    return merged
 
 
+@pytest.mark.timeout(3600)  # the fixture runs every mutant of every concept (minutes on 2 cores)
 @pytest.mark.parametrize("cid,mutant", ALL, ids=[mutants.impl_id(c, m.name) for c, m in ALL])
 def test_mutant_is_caught(mutant_report, cid, mutant):
     column = mutants.impl_id(cid, mutant.name)
