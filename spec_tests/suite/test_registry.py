@@ -125,7 +125,7 @@ def test_adding_a_concept_touches_only_its_own_files(tmp_path):
     ('import pytest\n\n@pytest.mark.concept("no_such_concept")\ndef test_x(impl):\n    pass\n',
      "marked with unknown concept 'no_such_concept'"),
     ('def test_x(impl):\n    impl.get("kv_bytes.no_such_name")\n',
-     "'kv_bytes.no_such_name' is not a contract name"),
+     "impl.get('kv_bytes.no_such_name') is not a contract name"),
     ('def test_x(impl):\n    impl.get("attention.attention")\n',
      "a test of concept 'kv_bytes' asks the implementation for 'attention.attention'"),
 ])

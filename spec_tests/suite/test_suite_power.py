@@ -1,6 +1,7 @@
 """The suite's own power: every planted bug of every concept's ``spec_tests/X/mutants.py`` must be
 caught by its own concept, in one pytest run over all mutants (derandomized, profile
-``mutants``), and every concept must have at least three."""
+``mutants``), and every concept must have at least three. The full run happens in CI (``ci``
+profile), ``thorough`` and with ``--run-slow``; the default ``dev`` loop skips it."""
 from __future__ import annotations
 
 import json
@@ -33,9 +34,16 @@ def _groups(n: int) -> list[list[str]]:
 
 
 @pytest.fixture(scope="module")
-def mutant_report(tmp_path_factory) -> dict:
+def mutant_report(tmp_path_factory, request) -> dict:
     """One derandomized pytest run per group of concepts, the groups in parallel (one per CPU,
-    at most 4), each with every mutant of its concepts as an --impl; the JSON reports merged."""
+    at most 4), each with every mutant of its concepts as an --impl; the JSON reports merged.
+
+    It costs about 8 minutes of a 2-core machine for the ~200 mutants, so it runs under the `ci`
+    profile (CI gates every landing on it), under `thorough` and with --run-slow; the quick `dev`
+    loop skips it (run one concept's mutants by hand: docs/suite-power.md)."""
+    from hypothesis import settings
+    if settings.get_current_profile_name() == "dev" and not request.config.getoption("run_slow"):
+        pytest.skip("the mutant power run: under the ci and thorough profiles and with --run-slow")
     tmp = tmp_path_factory.mktemp("mutants")
     env = {**os.environ, "INFERSPEC_PROFILE": "mutants"}
     env.pop("INFERSPEC_IMPL", None)
