@@ -26,7 +26,9 @@ from conformance.loader import NotImplementedInImpl, load_implementation
 
 pytestmark = pytest.mark.meta
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "INFERSPEC_WIP": os.environ.get("INFERSPEC_WIP", "")}
+# The subprocess runs pin the dev profile: under CI=true the ci profile is derandomized and its fixed
+# example sequence need not reach the inputs these tests plant bugs at (seq_len > 5000).
+ENV = {**os.environ, "INFERSPEC_PROFILE": "dev"}
 
 # A correct kv_cache_bytes that imports nothing of the reference (so --forbid-reference allows it).
 KV = '''
@@ -69,8 +71,10 @@ HOSTILE = {
             "    out = torch.empty(q.shape, dtype=q.dtype, device='meta')\n"
             "    return (out, torch.empty(q.shape[:-1], device='meta')) if return_lse else out\n",
 }
-WRONG_ABOVE_100 = KV.replace("    return 2 * layers", "    if seq_len > 5000:\n        raise OverflowError('too long')\n"
-                             "    if seq_len > 100:\n        return 0\n    return 2 * layers")
+# Two distinct bugs, each hit by an explicit @example of test_matches_course_formula (head_dim 24;
+# batch 0), so both are found on every run whatever the profile, seed or example database.
+TWO_BUGS = KV.replace("    return 2 * layers", "    if head_dim == 24:\n        raise OverflowError('too long')\n"
+                      "    if batch == 0:\n        return 1\n    return 2 * layers")
 SELECT = "course_7b or float64_brute_force or fresh_result or matches_course_formula"
 
 
@@ -91,7 +95,7 @@ def hostile_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hostile")
     paths = [_write(folder, name, body) for name, body in HOSTILE.items()]
     late = folder / "late.py"
-    late.write_text(WRONG_ABOVE_100)
+    late.write_text(TWO_BUGS)
     report = folder / "report.json"
     # the ini timeout (pytest-timeout's setting) is the deadline; `inferspec grade` below uses --timeout
     args = ["spec_tests/kv_bytes", "spec_tests/attention", "-p", "no:cacheprovider", "-q", "-o", "timeout=5",
