@@ -6,6 +6,8 @@ ci        chosen automatically when CI=true: derandomized (a fixed sequence of e
 thorough  nightly scale; also enables the cases marked ``slow``.
 mutants   used by the suite's power meta-test: derandomized, no shrinking (we only need to know
           that a mutant fails, not its smallest counterexample).
+pins      explicit examples only (no generation, no database): proves that a pinned ``@example``
+          fails on the mutant its ``.via("mutant:...")`` names (spec_tests/suite/test_pins.py).
 Deadlines are off: tensor tests (and the Triton interpreter) have long, variable first calls.
 """
 from __future__ import annotations
@@ -28,7 +30,10 @@ settings.register_profile("mutants", max_examples=25, derandomize=True, report_m
                           phases=(Phase.explicit, Phase.reuse, Phase.generate), database=None,
                           **_common)
 
-PROFILES = ("dev", "ci", "thorough", "mutants")
+settings.register_profile("pins", max_examples=1, report_multiple_bugs=False, phases=(Phase.explicit,),
+                          database=None, **_common)
+
+PROFILES = ("dev", "ci", "thorough", "mutants", "pins")
 
 
 def default_profile() -> str:
