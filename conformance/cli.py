@@ -323,6 +323,12 @@ def cmd_docs(args) -> int:
     return 0
 
 
+def cmd_pins(args) -> int:
+    from conformance import pins
+
+    return pins.main()
+
+
 def _common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concept", action="append", default=[], help="only these concepts")
     p.add_argument("--profile", choices=["dev", "ci", "thorough"], default=None,
@@ -373,6 +379,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("docs", help="regenerate the docs' index and contract tables from the registry")
     d.add_argument("--check", action="store_true", help="exit 1 if a generated block is stale")
     d.set_defaults(func=cmd_docs)
+    pn = sub.add_parser("pins", help="list the pinned examples that name no mutant (or a wrong one)")
+    pn.set_defaults(func=cmd_pins)
     return p
 
 
