@@ -1429,10 +1429,14 @@ class _Pool:
         """Start the zygote. ``fork=True`` forks this process, which is only safe before it has run
         a parallel torch op (a fork of a process whose OpenMP pool is running deadlocks in the
         child's first matmul): the plugin does it in pytest_configure. Otherwise the zygote is a
-        fresh ``python -m conformance.worker zygote`` (one more torch import)."""
+        fresh ``python -m conformance.worker zygote`` (one more torch import). Where CUDA is
+        present the zygote is always spawned: a forked child cannot use CUDA once the parent has
+        touched it ("Cannot re-initialize CUDA in forked subprocess"). ``INFERSPEC_ZYGOTE=spawn``
+        forces the spawned zygote anywhere."""
         if self.zygote is None and _can_fork():
             try:
-                fork = fork and os.environ.get("INFERSPEC_ZYGOTE") != "spawn"
+                fork = (fork and os.environ.get("INFERSPEC_ZYGOTE") != "spawn"
+                        and not torch.cuda.is_available())
                 self.zygote = _Zygote(self.tmpdir, fork=fork)
             except Exception:  # noqa: BLE001
                 self.zygote = None
