@@ -381,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_docs)
     pn = sub.add_parser("pins", help="list the pinned examples that name no mutant (or a wrong one)")
     pn.set_defaults(func=cmd_pins)
+    sub.add_parser("power", help="run every mutant under dev-profile seeds; each must be caught on every "
+                                 "seed (inferspec power --help)", add_help=False)
     return p
 
 
@@ -390,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, extra = argv[:at], argv[at + 1:]
+    if argv[:1] == ["power"]:
+        from conformance import power
+        return power.main(argv[1:])
     args = build_parser().parse_args(argv)
     args.pytest_args = extra
     return args.func(args)

@@ -4,33 +4,13 @@ caught by its own concept, in one pytest run over all mutants (derandomized, pro
 profile), ``thorough`` and with ``--run-slow``; the default ``dev`` loop skips it."""
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-from conformance import mutants
-from conformance.registry import CONCEPTS, MIN_MUTANTS, SPEC_DIR
+from conformance import mutants, power
+from conformance.registry import CONCEPTS, MIN_MUTANTS
 
 pytestmark = pytest.mark.meta
 ALL = mutants.all_mutants()
-
-
-def _groups(n: int) -> list[list[str]]:
-    """Concepts split into n groups of about equal mutant counts (one process per group)."""
-    counts: dict[str, int] = {}
-    for cid, _ in ALL:
-        counts[cid] = counts.get(cid, 0) + 1
-    groups: list[list[str]] = [[] for _ in range(n)]
-    load = [0] * n
-    for cid in sorted(counts, key=counts.get, reverse=True):
-        i = load.index(min(load))
-        groups[i].append(cid)
-        load[i] += counts[cid]
-    return [g for g in groups if g]
 
 
 @pytest.fixture(scope="module")
@@ -44,28 +24,10 @@ def mutant_report(tmp_path_factory, request) -> dict:
     from hypothesis import settings
     if settings.get_current_profile_name() == "dev" and not request.config.getoption("run_slow"):
         pytest.skip("the mutant power run: under the ci and thorough profiles and with --run-slow")
-    tmp = tmp_path_factory.mktemp("mutants")
-    env = {**os.environ, "INFERSPEC_PROFILE": "mutants"}
-    env.pop("INFERSPEC_IMPL", None)
-    procs = []
-    for i, group in enumerate(_groups(max(1, min(4, os.cpu_count() or 1)))):
-        out = tmp / f"report{i}.json"
-        cmd = [sys.executable, "-m", "pytest", str(SPEC_DIR), "-q", "-p", "no:cacheprovider",
-               "--hypothesis-profile=mutants", "--no-report", "--first-failure-per-concept",
-               "--report-json", str(out), "--concept", ",".join(group)]
-        for cid, m in ALL:
-            if cid in group:
-                cmd += ["--impl", mutants.spec(cid, m.name)]
-        procs.append((out, subprocess.Popen(cmd, cwd=SPEC_DIR.parent, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, text=True, env=env)))
-    merged: dict = {"concepts": {}}
-    for out, proc in procs:
-        log, _ = proc.communicate(timeout=3000)
-        if not out.exists():
-            pytest.fail(f"mutant run wrote no report (exit {proc.returncode}):\n{log[-6000:]}")
-        for cid, row in json.loads(out.read_text())["concepts"].items():
-            merged["concepts"].setdefault(cid, {}).update(row)
-    return merged
+    try:
+        return power.run(ALL, profile="mutants", tmp=tmp_path_factory.mktemp("mutants"))
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.mark.timeout(3600)  # the fixture runs every mutant of every concept (minutes on 2 cores)
