@@ -6,15 +6,33 @@ faster here:
 - the free queue is an ``OrderedDict`` (a hash map over a doubly linked list): pop the head,
   append at the tail and take a re-hit block out of the middle are all O(1) (vLLM's
   ``FreeKVCacheBlockQueue`` is the same structure written by hand); the reference uses a list;
-- a block's hash is ``hash((parent_hash, block_tokens, extra_key if first block else None))``,
-  Python's built-in 64-bit tuple hash, computed once per block of a live sequence (kept with the
-  sequence for ``mark_computed``). It is not collision-free: two different prefixes whose chained
-  hashes collide (probability about 2**-64 per pair for non-adversarial input) would share a
-  block. vLLM offers the same trade (``builtin`` hash) next to sha256.
+- the key of full block ``i`` stands for the whole prefix it ends, as a chained hash does, but is
+  computed without a Python-level loop: each block gets a digest ``hash((extra_key, i,
+  block_bytes))`` (Python's built-in hash: SipHash of the block's tokens as unsigned 64-bit
+  bytes, its position and the extra key), and the key of block ``i`` is the XOR of the digests
+  of blocks ``0 .. i`` (``itertools.accumulate``), so it depends on every token of the prefix,
+  their positions and the extra key. Slicing, hashing, accumulating and the dict probes run as
+  C iterators (``map``/``zip``/``accumulate``/``takewhile``), once per block, stopping at the
+  first miss. Keys are computed once per block of a live sequence (kept for ``mark_computed``).
+  It is not collision-free: two different prefixes whose keys collide (about 2**-64 per pair
+  for non-adversarial input) would share a block; vLLM offers the same trade (``builtin`` hash)
+  next to sha256;
+- token validation is two C passes instead of a per-token Python check: ``array('Q', tokens)``
+  (rejects non-integers and negative or >= 2**64 values) and a numpy ``min`` over its buffer:
+  only a token equal to 0 or 1 can be a ``True``/``False``, so only those positions are checked.
+  Any other failure falls back to the reference's ``check_tokens`` for its error. ``array``
+  accepts any object with ``__index__`` (a numpy integer), which the contract rejects: one
+  ``sum`` of the tokens (an ``int`` only if every token is one) catches those.
 """
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict
+from functools import partial
+from itertools import accumulate, repeat, takewhile
+from operator import is_not, xor
+
+import numpy as np
 
 from reference._checks import check_int
 from reference.prefix_cache import check_extra_key, check_seq, check_tokens
@@ -22,15 +40,67 @@ from reference.prefix_cache import check_extra_key, check_seq, check_tokens
 __all__ = ["PrefixCache"]
 __optional__: list[str] = []
 
-_ROOT = hash(("prefix_cache", "root"))
-_INT = {int}
+_NOT_NONE = partial(is_not, None)
+_MAX_PROBES = 8
 
 
-def _tokens(tokens) -> tuple:
-    """check_tokens with a fast path for the common case (a list or tuple of plain ints >= 0)."""
-    if type(tokens) in (list, tuple) and tokens and set(map(type, tokens)) == _INT and min(tokens) >= 0:
-        return tuple(tokens)
-    return check_tokens(tokens)
+def _has_bool(tokens, data: bytes) -> bool:
+    """Whether ``tokens`` (stored in ``data`` by ``array("Q")``) holds ``True`` or ``False``: only
+    a token equal to 0 or 1 can be a bool, so find those (one numpy pass) and check them; past a
+    few candidates, check every token's type in one C pass."""
+    words = np.frombuffer(data, dtype=np.uint64)
+    if words.min() > 1:
+        return False
+    where = np.flatnonzero(words <= 1)
+    if len(where) > _MAX_PROBES:
+        return bool in map(type, tokens)
+    return any(tokens[i] is True or tokens[i] is False for i in where.tolist())
+
+
+def _token_bytes(tokens):
+    """Validate ``tokens`` (the reference's rules and messages); return them as bytes, 8 per token
+    (unsigned 64-bit), or None when they are valid but some token is >= 2**64."""
+    if type(tokens) in (list, tuple) and tokens:
+        try:
+            data = array("Q", tokens).tobytes()
+            # array() takes any object with __index__ (a numpy integer); the contract takes ints
+            # only. A sum of ints is an int, and one numpy (or tensor) element makes it not one.
+            plain = type(sum(tokens)) is int
+        except (TypeError, OverflowError, ValueError):
+            data, plain = None, False
+        if plain and not _has_bool(tokens, data):
+            return data
+    check_tokens(tokens)           # raises the contract's error for a bad token
+    return None                    # valid: some token does not fit in 64 bits
+
+
+def _block_repr(block: tuple):
+    """A block's bytes as ``_token_bytes`` makes them, or the tuple itself if a token is huge."""
+    try:
+        return array("Q", block).tobytes()
+    except OverflowError:
+        return block
+
+
+_SLICES: dict = {}   # block size -> [slice of block i's bytes]
+
+
+def _slices(block_size: int, n: int) -> list:
+    got = _SLICES.get(block_size)
+    if got is None or len(got) < n:
+        width = 8 * block_size
+        got = [slice(i * width, (i + 1) * width) for i in range(max(n, 2 * len(got or ()), 64))]
+        _SLICES[block_size] = got
+    return got
+
+
+def _keys(tokens, data, extra_key, block_size: int, n: int):
+    """The keys of the first ``n`` full blocks, lazily: XOR-accumulated block digests."""
+    if data is not None:
+        blocks = map(data.__getitem__, _slices(block_size, n)[:n])
+    else:
+        blocks = (_block_repr(tuple(tokens[i * block_size:(i + 1) * block_size])) for i in range(n))
+    return accumulate(map(hash, zip(repeat(extra_key), range(n), blocks)), xor)
 
 
 class PrefixCache:
@@ -48,57 +118,28 @@ class PrefixCache:
         self.lengths: dict = {}
         self._stats = {"requests": 0, "query_tokens": 0, "hit_tokens": 0}
 
-    def _hashes(self, tokens: tuple, extra_key) -> list:
-        bs = self.block_size
-        out = []
-        h = _ROOT
-        key = extra_key
-        for blk in zip(*[iter(tokens)] * bs):       # full blocks only (zip drops the partial tail)
-            h = hash((h, blk, key))
-            key = None
-            out.append(h)
-        return out
+    def _hashes(self, tokens, data, extra_key) -> list:
+        """The key of every full block of ``tokens``."""
+        return list(_keys(tokens, data, extra_key, self.block_size, len(tokens) // self.block_size))
 
     def _hits(self, hashes: list, n_tokens: int) -> list:
-        hits = []
-        get = self.cache.get
-        for h in hashes[:(n_tokens - 1) // self.block_size]:
-            b = get(h)
-            if b is None:
-                break
-            hits.append(b)
-        return hits
+        n = (n_tokens - 1) // self.block_size      # the last token is never a hit
+        return list(takewhile(_NOT_NONE, map(self.cache.get, hashes[:n])))
 
     def lookup(self, tokens, extra_key=None) -> list:
-        tokens = _tokens(tokens)
+        data = _token_bytes(tokens)
         check_extra_key(extra_key)
-        bs = self.block_size
-        n = (len(tokens) - 1) // bs                # the last token is never a hit
-        hits = []
-        if n == 0:
-            return hits
-        get = self.cache.get
-        blocks = zip(*[iter(tokens[:n * bs])] * bs)   # the full blocks as tuples, made in C
-        h = hash((_ROOT, next(blocks), extra_key))
-        b = get(h)
-        if b is None:
-            return hits
-        hits.append(b)
-        for blk in blocks:                         # hash only as far as the hits go
-            h = hash((h, blk, None))
-            b = get(h)
-            if b is None:
-                break
-            hits.append(b)
-        return hits
+        n = (len(tokens) - 1) // self.block_size  # the last token is never a hit
+        keys = _keys(tokens, data, extra_key, self.block_size, n)
+        return list(takewhile(_NOT_NONE, map(self.cache.get, keys)))   # stops at the first miss
 
     def allocate(self, seq, tokens, extra_key=None) -> int:
         check_seq(seq)
-        tokens = _tokens(tokens)
+        data = _token_bytes(tokens)
         check_extra_key(extra_key)
         if seq in self.tables:
             raise ValueError(f"seq {seq!r} is already allocated")
-        hashes = self._hashes(tokens, extra_key)
+        hashes = self._hashes(tokens, data, extra_key)
         hits = self._hits(hashes, len(tokens))
         refs, free_queue = self.refs, self.free_queue
         need = -(-len(tokens) // self.block_size) - len(hits)
