@@ -8,8 +8,16 @@ reference/batch_invariant.py, fast.
 * ``rms_norm``, ``log_softmax``, ``softmax``: one program per row; the row is read in chunks of
   ``ROW_BLOCK`` = 1024 columns accumulated lane-wise in float32, then one ``tl.sum`` tree — an
   order that depends only on the row's length.
-* ``row_sum``, ``row_mean``, ``decode_attention``: the reference's PyTorch code (no kernel here;
-  the fixed-split decode kernel was left out).
+* ``decode_attention``: flash-decoding with the reference's FIXED split size ``KV_SPLIT`` = 32
+  keys. Kernel 1, one program per (split, sequence, KV head): the split's scores for the G = H/Hkv
+  query heads of that KV head (one ``tl.dot``), its max ``m``, ``l = sum exp(s - m)`` (one
+  ``tl.sum``) and ``o = p @ v`` (one ``tl.dot``; p rounded to v's dtype for float16/bfloat16, as
+  FlashAttention and reference/attention.py do; IEEE float32 for float32), written to a float32
+  workspace. Kernel 2, one program per (sequence, query head): merges that sequence's
+  ceil(n / 32) splits left to right with the reference's formulas, then ``o / l`` (``div_rn``).
+  The number of splits of a sequence is a function of its own length only, never of B, S or the
+  other lengths; splits past a sequence's length are skipped.
+* ``row_sum``, ``row_mean``: the reference's PyTorch code (no kernel here).
 * ``invariant_mode()``: routes torch's mm/addmm/bmm/_log_softmax/_softmax/mean.dim on CPU and
   CUDA tensors through these functions (``torch.library`` overrides of the aten ops), restored
   on exit.
@@ -17,7 +25,12 @@ reference/batch_invariant.py, fast.
 Bits. The kernels' orders are fixed but NOT the reference's order: ``tl.dot`` and ``tl.sum`` add
 inside a tile in the compiler's/hardware's order (a tree, tensor-core k-groups), the reference
 adds left to right in blocks of 16. So optimized and reference agree within the tolerance rule,
-not bit for bit; each is batch invariant on its own.
+not bit for bit; each is batch invariant on its own. In decode_attention the split boundaries
+and the left-to-right merge ARE the reference's; what differs is inside a split (the dot over D,
+the sum over the split's keys, p's rounding before p @ v) and the exp implementation. Where
+those cannot matter -- every score of a sequence equal (so every p is exp(0) = 1 and every merge
+factor 1) and values whose sums are exact -- the kernel's bits are the reference's
+(``test_decode_attention_bits_equal_reference_when_order_free``).
 
 Dispatch: kernels for float16/bfloat16/float32 on a CUDA GPU or on CPU tensors under the Triton
 interpreter (``TRITON_INTERPRET=1``); everything else (float64, no Triton, empty inputs) computes
@@ -25,13 +38,14 @@ with the reference's PyTorch code.
 """
 from __future__ import annotations
 
+import math
 import os
 import types
 
 import torch
 
 from reference import batch_invariant as _ref
-from reference.batch_invariant import (BLOCK, KV_SPLIT, _routing, decode_attention, fixed_order_sum,
+from reference.batch_invariant import (BLOCK, KV_SPLIT, _check_decode, _routing, fixed_order_sum,
                                        row_mean, row_sum)
 
 try:
@@ -131,6 +145,70 @@ if triton is not None:
                 y = tl.exp(x - m) / s
             tl.store(y_row + d0 + cols, y.to(y_ptr.dtype.element_ty), mask=msk)
 
+    @triton.jit
+    def _decode_split_kernel(q_ptr, k_ptr, v_ptr, len_ptr, m_ptr, l_ptr, o_ptr, Hkv, NS, scale,
+                             sqb, sqh, skb, skh, sks,
+                             G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr,
+                             SPLIT: tl.constexpr, IEEE: tl.constexpr):
+        # k and v: contiguous, one shape, so one set of strides and offsets serves both
+        split = tl.program_id(0)
+        bh = tl.program_id(1)
+        b = bh // Hkv
+        n = tl.load(len_ptr + b)
+        s0 = split * SPLIT
+        if s0 < n:                                    # splits past this sequence's length: nothing
+            hk = bh % Hkv
+            rg = tl.arange(0, G_PAD)
+            rd = tl.arange(0, D_PAD)
+            rs = s0 + tl.arange(0, SPLIT)
+            b64 = b.to(tl.int64)
+            q_mask = (rg[:, None] < G) & (rd[None, :] < D)
+            q = tl.load(q_ptr + b64 * sqb + (hk * G) * sqh + (rg[:, None] * sqh + rd[None, :]), mask=q_mask, other=0.0)
+            kv_off = b64 * skb + hk * skh + (rs[:, None] * sks + rd[None, :])          # (SPLIT, D_PAD)
+            kv_mask = (rs[:, None] < n) & (rd[None, :] < D)
+            k = tl.load(k_ptr + kv_off, mask=kv_mask, other=0.0)
+            v = tl.load(v_ptr + kv_off, mask=kv_mask, other=0.0)
+            if IEEE:
+                s = tl.dot(q, tl.trans(k), input_precision="ieee")
+            else:
+                s = tl.dot(q, tl.trans(k))
+            s = tl.where(rs[None, :] < n, s * scale, float("-inf"))              # (G_PAD, SPLIT)
+            m = tl.max(s, axis=1)
+            p = tl.exp(s - m[:, None])
+            l = tl.sum(p, axis=1)
+            if IEEE:
+                o = tl.dot(p, v, input_precision="ieee")
+            else:
+                o = tl.dot(p.to(v.dtype), v)                                     # (G_PAD, D_PAD) fp32
+            row = (b64 * Hkv + hk) * G * NS + split + rg * NS                    # (B, H, NS) layout
+            tl.store(m_ptr + row, m, mask=rg < G)
+            tl.store(l_ptr + row, l, mask=rg < G)
+            tl.store(o_ptr + (row[:, None] * D + rd[None, :]), o, mask=q_mask)
+
+    @triton.jit
+    def _decode_merge_kernel(m_ptr, l_ptr, o_ptr, len_ptr, out_ptr, H, NS,
+                             D: tl.constexpr, D_PAD: tl.constexpr, SPLIT: tl.constexpr):
+        bh = tl.program_id(0).to(tl.int64)
+        n = tl.load(len_ptr + bh // H)
+        rd = tl.arange(0, D_PAD)
+        dm = rd < D
+        row = bh * NS
+        m_all = tl.load(m_ptr + row)
+        l_all = tl.load(l_ptr + row)
+        o_all = tl.load(o_ptr + row * D + rd, mask=dm, other=0.0)
+        for j in range(1, tl.cdiv(n, SPLIT)):         # left to right, as the reference
+            m = tl.load(m_ptr + row + j)
+            l = tl.load(l_ptr + row + j)
+            o = tl.load(o_ptr + (row + j) * D + rd, mask=dm, other=0.0)
+            m_new = tl.maximum(m_all, m)
+            a_old = tl.exp(m_all - m_new)
+            a_new = tl.exp(m - m_new)
+            l_all = l_all * a_old + l * a_new
+            o_all = o_all * a_old + o * a_new
+            m_all = m_new
+        y = tl.math.div_rn(o_all, tl.zeros_like(o_all) + l_all)
+        tl.store(out_ptr + bh * D + rd, y.to(out_ptr.dtype.element_ty), mask=dm)
+
 
 def _kernel_ok(*ts) -> bool:
     if triton is None:
@@ -196,6 +274,37 @@ def log_softmax(x: torch.Tensor) -> torch.Tensor:
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """softmax along the last dim; one program per row."""
     return _softmax(x, False)
+
+
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     lengths: torch.Tensor) -> torch.Tensor:
+    """One decode query per sequence (GQA) against its first lengths[b] keys; fixed splits of
+    KV_SPLIT keys computed in parallel, merged left to right per (sequence, head)."""
+    _check_decode(q, k, v, lengths)
+    if not _kernel_ok(q, k, v):
+        return _ref.decode_attention(q, k, v, lengths)
+    return _decode_kernels(q.contiguous(), k.contiguous(), v.contiguous(),
+                           lengths.to(device=q.device, dtype=torch.int32).contiguous())
+
+
+def _decode_kernels(q, k, v, lens):
+    """The two launches of decode_attention, on checked contiguous inputs (lens int32)."""
+    B, H, D = q.shape
+    Hkv, S = k.shape[1], k.shape[2]
+    G = H // Hkv
+    NS = triton.cdiv(S, KV_SPLIT)
+    m = torch.empty(B, H, NS, dtype=torch.float32, device=q.device)
+    l = torch.empty_like(m)
+    o = torch.empty(B, H, NS, D, dtype=torch.float32, device=q.device)
+    out = torch.empty(B, H, D, dtype=q.dtype, device=q.device)
+    D_PAD = max(16, triton.next_power_of_2(D))
+    _decode_split_kernel[(NS, B * Hkv)](
+        q, k, v, lens, m, l, o, Hkv, NS, 1.0 / math.sqrt(D),
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2),
+        G=G, G_PAD=max(16, triton.next_power_of_2(G)), D=D, D_PAD=D_PAD, SPLIT=KV_SPLIT,
+        IEEE=q.dtype == torch.float32, num_warps=4)
+    _decode_merge_kernel[(B * H,)](m, l, o, lens, out, H, NS, D=D, D_PAD=D_PAD, SPLIT=KV_SPLIT, num_warps=1)
+    return out
 
 
 def invariant_mode():

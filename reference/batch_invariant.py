@@ -25,15 +25,20 @@ length, never on the number of rows, the row's position or the other rows:
 * ``row_sum(x)`` / ``row_mean(x)`` along the last dim: the fixed-order sum (mean = sum / L);
   result in ``x.dtype``.
 * ``decode_attention(q, k, v, lengths)``: one query per sequence, ``q`` (B, H, D), ``k``/``v``
-  (B, H, S, D), ``lengths`` (B,) ints in [1, S]; sequence b attends to its first ``lengths[b]``
-  keys. Scores are fixed-order dots times ``1/sqrt(D)``; the keys are cut into splits of
-  ``KV_SPLIT`` = 32 positions (a fixed size, never a count chosen from the batch); each split
-  keeps its max, its fixed-order sum of ``exp(s - max)`` and its fixed-order weighted sum of
-  values; the splits are merged left to right. Result (B, H, D) in ``q.dtype``; depends only on
-  sequence b's own keys, values and length (not on S, the padding, or the other sequences).
+  (B, Hkv, S, D) with ``Hkv`` dividing ``H`` (GQA: query head h reads KV head h // (H / Hkv);
+  MHA is Hkv = H, MQA Hkv = 1), ``lengths`` (B,) ints in [1, S]: ragged, sequence b attends to
+  its first ``lengths[b]`` keys. Scores are fixed-order dots times ``1/sqrt(D)``; the keys are
+  cut into splits of ``KV_SPLIT`` = 32 positions (a fixed size, never a count chosen from the
+  batch: a sequence of length n has ceil(n / 32) splits, the last one ragged); each split keeps
+  its max ``m``, its fixed-order sum ``l`` of ``exp(s - m)`` and its fixed-order weighted sum
+  ``o`` of values (float32, p never rounded to a 16-bit dtype); the splits are merged left to
+  right (``m' = max(m, m_j)``, ``l' = l exp(m - m') + l_j exp(m_j - m')``, ``o`` likewise), and
+  the result is ``o / l``. Result (B, H, D) in ``q.dtype``; depends only on sequence b's own
+  query, keys, values and length (not on S, the padding, B, b, or the other sequences).
 * ``invariant_mode()``: a context manager under which torch's ``mm``, ``addmm``, ``bmm``,
   ``_log_softmax``, ``_softmax`` and ``mean.dim`` (CPU and CUDA) compute through the functions above, so an
-  unmodified model (reference/model.py) becomes batch invariant; the original kernels are
+  unmodified model's (reference/model.py) matmuls, norms and softmaxes become batch invariant
+  (not its attention's ``logsumexp``, which is not overridden); the original kernels are
   restored on exit, also when the block raises. Only reductions over the LAST dimension are made
   invariant (log_softmax/softmax over another dim are moved to the last; a mean over other dims
   is torch's sum over the count, not routed); ``bmm`` is one ``matmul`` per batch entry.
@@ -164,18 +169,18 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return (e / _sum_last(e)).to(x.dtype)
 
 
-def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                     lengths: torch.Tensor) -> torch.Tensor:
-    """One decode query per sequence against its first lengths[b] keys; splits of KV_SPLIT keys."""
+def _check_decode(q, k, v, lengths) -> list[int]:
+    """decode_attention's argument checks (shared with optimized/); returns lengths as ints."""
     _float_tensor("q", q, 3, "B, H, D")
-    _float_tensor("k", k, 4, "B, H, S, D")
-    _float_tensor("v", v, 4, "B, H, S, D")
+    _float_tensor("k", k, 4, "B, Hkv, S, D")
+    _float_tensor("v", v, 4, "B, Hkv, S, D")
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError(f"k and v must have q's dtype {q.dtype}, got {k.dtype} and {v.dtype}")
     B, H, D = q.shape
-    if k.shape[:2] != (B, H) or k.shape[3] != D or v.shape != k.shape:
-        raise ValueError(f"k and v must have shape (B={B}, H={H}, S, D={D}), got "
-                         f"{tuple(k.shape)} and {tuple(v.shape)}")
+    Hkv = k.shape[1]
+    if k.shape[0] != B or k.shape[3] != D or v.shape != k.shape or Hkv == 0 or H % Hkv:
+        raise ValueError(f"k and v must have shape (B={B}, Hkv, S, D={D}) with Hkv dividing H={H}, "
+                         f"got {tuple(k.shape)} and {tuple(v.shape)}")
     S = k.shape[2]
     if not isinstance(lengths, torch.Tensor):
         raise TypeError(f"lengths must be a torch.Tensor of ints, got {type(lengths).__name__}")
@@ -186,11 +191,21 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     lens = [int(n) for n in lengths.tolist()]
     if any(n < 1 or n > S for n in lens):
         raise ValueError(f"lengths must be in [1, S={S}], got {lens}")
+    return lens
+
+
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                     lengths: torch.Tensor) -> torch.Tensor:
+    """One decode query per sequence (GQA) against its first lengths[b] keys; splits of KV_SPLIT keys."""
+    lens = _check_decode(q, k, v, lengths)
+    B, H, D = q.shape
+    heads = torch.arange(H, device=q.device) // (H // k.shape[1])   # the KV head of each query head
     cd = compute_dtype(q.dtype)
     scale = 1.0 / math.sqrt(D)
     out = torch.empty(B, H, D, dtype=q.dtype, device=q.device)
     for b, n in enumerate(lens):                      # each sequence alone: no other row involved
-        qb, kb, vb = q[b].to(cd), k[b, :, :n].to(cd), v[b, :, :n].to(cd)       # (H, D), (H, n, D)
+        qb = q[b].to(cd)                                                          # (H, D)
+        kb, vb = k[b, heads, :n].to(cd), v[b, heads, :n].to(cd)                   # (H, n, D)
         scores = fixed_order_sum(lambda d: qb[:, None, d] * kb[:, :, d], D, cd, (H, n), q.device) * scale
         m_all = l_all = o_all = None
         for s0 in range(0, n, KV_SPLIT):              # fixed split size: never a count from B

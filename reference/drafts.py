@@ -5,9 +5,12 @@ The contract::
     ngram_propose(tokens, gamma, *, n=2) -> list[int]
     speculative_generate(target, draft, prompt, gamma, *, max_new_tokens, temperature=1.0,
                          generator=None) -> torch.Tensor
+    draft_model(target, *, n_layers=None, noise=0.0, seed=0) -> Transformer
     expected_tokens_per_step(alpha, gamma) -> float
     speedup(alpha, gamma, c) -> float
     break_even_alpha(gamma, c) -> float
+    batch_speedup(alpha, gamma, c, batch, *, ridge=RIDGE) -> float
+    break_even_batch(alpha, gamma, c, *, ridge=RIDGE) -> float
 
 **Prompt lookup (n-gram drafting).** ``ngram_propose`` takes the sequence so far (a 1-D integer
 tensor or a list of ints) and looks for an EARLIER occurrence of its last ``n`` tokens: a start
@@ -41,6 +44,15 @@ token is distributed as the target's next-token distribution given the tokens be
 Randomness: only ``generator`` (draft sampling and verify's uniforms); required when
 temperature > 0 (ValueError), ignored at 0. Returns int64 (max_new_tokens,), prompt excluded.
 
+**A draft-model proposer.** ``draft_model(target, *, n_layers=None, noise=0.0, seed=0)`` builds
+a draft from a reference ``Transformer`` target: a new Transformer with the target's config but
+``n_layers`` layers (default: all; 1 <= n_layers <= the target's), holding COPIES of the target's
+embedding, its FIRST ``n_layers`` decoder layers, final norm and lm_head (an early-exit /
+layer-skipping self-draft: same vocabulary, shallower), each parameter W then perturbed to
+``W + noise * std(W) * N(0, 1)`` (std over W's entries, float32 normal draws from
+``torch.Generator().manual_seed(seed)`` in state_dict order; noise >= 0, 0 = exact copies). The
+target is never modified. It plugs into ``speculative_generate`` as ``draft``.
+
 **Closed forms (05.09).** With per-position acceptance rate α = E_x~q[min(1, p(x)/q(x))] =
 Σ_x min(p(x), q(x)), i.i.d. over positions, a round emits 1 + (accepted drafts) tokens, whose mean
 is ``expected_tokens_per_step(α, γ) = (1 - α^(γ+1)) / (1 - α)`` (γ + 1 at α = 1). With a draft
@@ -50,11 +62,33 @@ above it), found by bisection (float64, to 1e-12); it is 0 when c == 0 (any α w
 exactly at γ = 1, and it raises ValueError naming ``c`` for c > 1 (speculation never breaks even)
 and naming ``gamma`` for γ = 0 (plain decoding: speedup 1/(0 + 1) = 1 for every α).
 
+**Why speculation loses at large batch (05.11): a roofline cost model.** Time is measured in
+memory-bound target steps: a target forward over T tokens in total (batch x tokens per row)
+costs ``max(1, T / ridge)`` -- the weights are read once (cost 1) until the arithmetic catches up
+at T = ``ridge`` tokens (the GPU's FLOP/s over its bytes/s for 2-byte weights: ~295 for an H100,
+``RIDGE``), after which the time grows linearly with T (compute-bound). A draft step costs c
+times a target step at the same batch. Plain decoding at batch B: ``max(1, B / ridge)`` per B
+tokens. Speculative decoding: γ draft steps ``c γ max(1, B / ridge)`` plus ONE verification pass
+over B (γ + 1) tokens, ``max(1, B (γ + 1) / ridge)``, for B E tokens (E =
+expected_tokens_per_step(α, γ)). So::
+
+    batch_speedup(α, γ, c, B) = E max(1, B/ridge) / (c γ max(1, B/ridge) + max(1, B (γ+1)/ridge))
+
+Limits: B (γ + 1) <= ridge (memory-bound throughout): ``speedup(α, γ, c)``, the 05.09 formula.
+B >= ridge (compute-bound throughout): E / (c γ + γ + 1) <= 1, with equality only at α = 1,
+c = 0 -- verifying γ + 1 tokens then costs γ + 1 steps, and every rejected draft is paid for.
+``break_even_batch(α, γ, c)``: the batch where the speedup falls to 1 (speculation wins below it,
+loses above it), in closed form ridge (E - c γ) / (γ + 1) when E - c γ > 1 (it lies in
+(ridge / (γ + 1), ridge]), else 0 (speculation never wins, at any batch; at α = 1, c = 0 it ties
+from ridge on). batch is a real >= 0 (a mean batch); ridge a finite real > 0.
+
 Bad input: TypeError (wrong kind) or ValueError (wrong value) naming the argument: tokens/prompt
 not a 1-D integer tensor (or, for tokens, a list of ints), empty prompt; gamma, n, max_new_tokens
 not ints (gamma >= 0, n >= 1, max_new_tokens >= 0); temperature not a finite real >= 0; alpha not
 a real in [0, 1]; c not a finite real >= 0; a draft with another vocabulary; prompt + max_new_tokens
-past the target's max_seq_len; a generator that is not a torch.Generator.
+past the target's max_seq_len; a generator that is not a torch.Generator; a target that is not a
+reference Transformer, n_layers not an int in [1, target's], noise not a finite real >= 0, seed not
+an int; batch not a finite real >= 0, ridge not a finite real > 0.
 """
 from __future__ import annotations
 
@@ -65,8 +99,8 @@ import torch
 from reference._checks import check_int, check_real, check_tensor
 from reference.speculative import verify
 
-__all__ = ["ngram_propose", "speculative_generate", "expected_tokens_per_step", "speedup",
-           "break_even_alpha"]  # the contract
+__all__ = ["ngram_propose", "speculative_generate", "draft_model", "expected_tokens_per_step", "speedup",
+           "break_even_alpha", "batch_speedup", "break_even_batch"]  # the contract
 __optional__ = []
 
 
@@ -98,6 +132,30 @@ def ngram_propose(tokens, gamma: int, *, n: int = 2) -> list[int]:
         if seq[j:j + n] == suffix:
             return seq[j + n:j + n + gamma]
     return []
+
+
+# ----------------------------------------------------------------------------- draft model
+@torch.no_grad()
+def draft_model(target, *, n_layers: int | None = None, noise: float = 0.0, seed: int = 0):
+    """A shallower and/or perturbed copy of a reference Transformer target (module doc)."""
+    from reference.model import Transformer
+    if not isinstance(target, Transformer):
+        raise TypeError(f"target must be a reference Transformer, got {type(target).__name__}")
+    layers = target.config.n_layers if n_layers is None else check_int("n_layers", n_layers, minimum=1)
+    if layers > target.config.n_layers:
+        raise ValueError(f"n_layers must be <= the target's {target.config.n_layers}, got {layers}")
+    sigma = float(check_real("noise", noise, minimum=0))
+    check_int("seed", seed)
+    draft = Transformer(target.config.replace(n_layers=layers), attention=target.attention_fn).to(target.device)
+    source = target.state_dict()
+    g = torch.Generator().manual_seed(seed)
+    for name, p in draft.named_parameters():
+        w = source[name].detach()
+        if sigma:
+            draw = torch.randn(p.shape, generator=g, dtype=torch.float32).to(device=w.device)
+            w = (w.to(torch.float32) + sigma * w.to(torch.float32).std(unbiased=False) * draw).to(p.dtype)
+        p.copy_(w)
+    return draft
 
 
 # ----------------------------------------------------------------------------- the loop
@@ -248,3 +306,40 @@ def break_even_alpha(gamma: int, c: float) -> float:
         else:
             hi = mid
     return hi
+
+
+# ----------------------------------------------------------------------------- large batch (05.11)
+RIDGE = 295.0   # tokens per forward at which an H100 (989 TFLOP/s bf16, 3.35 TB/s) turns compute-bound
+
+
+def _ridge(ridge) -> float:
+    value = float(check_real("ridge", ridge))
+    if value <= 0:
+        raise ValueError(f"ridge must be > 0, got {ridge}")
+    return value
+
+
+def _step(tokens: float, ridge: float) -> float:
+    """Time of one target forward over ``tokens`` tokens, in memory-bound steps."""
+    return max(1.0, tokens / ridge)
+
+
+def batch_speedup(alpha: float, gamma: int, c: float, batch: float, *, ridge: float = RIDGE) -> float:
+    """Speculative over plain decoding throughput at ``batch`` under the roofline cost model
+    (module doc); speedup(α, γ, c) while B (γ + 1) <= ridge, E / (cγ + γ + 1) once B >= ridge."""
+    tokens = expected_tokens_per_step(alpha, gamma)
+    cost = _cost(c)
+    b = float(check_real("batch", batch, minimum=0))
+    r = _ridge(ridge)
+    plain = _step(b, r)
+    return tokens * plain / (cost * gamma * plain + _step(b * (gamma + 1), r))
+
+
+def break_even_batch(alpha: float, gamma: int, c: float, *, ridge: float = RIDGE) -> float:
+    """The batch where batch_speedup falls to 1: ridge (E - cγ) / (γ + 1) when E - cγ > 1, else 0
+    (module doc)."""
+    tokens = expected_tokens_per_step(alpha, gamma)
+    cost = _cost(c)
+    r = _ridge(ridge)
+    margin = tokens - cost * gamma
+    return r * margin / (gamma + 1) if margin > 1 else 0.0

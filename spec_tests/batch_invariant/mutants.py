@@ -82,4 +82,19 @@ MUTANTS = [
           "    bm, bn, bk, warps, stages = TILES[a.dtype]\n",
           "    bm, bn, bk, warps, stages = TILES[a.dtype]\n"
           "    bk = bk if M < 128 else bk // 2\n"),
+    Patch("kernel_split_from_longest",
+          "The Triton decode kernel cuts every sequence into splits of a size chosen from the "
+          "batch's LONGEST context (a fixed count of 4 splits of the longest sequence, rounded up to "
+          "a power of two >= 16 keys), as simple flash-decoding kernels do: a sequence's split "
+          "boundaries, and so its bits, change with the other sequences' lengths.",
+          "optimized/batch_invariant.py",
+          "    NS = triton.cdiv(S, KV_SPLIT)\n",
+          "    KV_SPLIT = max(16, triton.next_power_of_2(triton.cdiv(int(lens.max()), 4)))\n"
+          "    NS = triton.cdiv(S, KV_SPLIT)\n"),
+    Patch("gqa_head_modulo",
+          "GQA head map h % Hkv instead of h // (H / Hkv) (the interleaved convention of another "
+          "codebase): query head h reads the wrong KV head whenever 1 < Hkv < H.",
+          _REF,
+          "    heads = torch.arange(H, device=q.device) // (H // k.shape[1])",
+          "    heads = torch.arange(H, device=q.device) % k.shape[1]"),
 ]

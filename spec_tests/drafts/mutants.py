@@ -33,4 +33,35 @@ MUTANTS = [
           "reference/drafts.py",
           "    for j in range(length - n - 1, -1, -1):          # most recent first; j = L - n is the suffix",
           "    for j in range(0, length - n):"),
+    Patch("draft_last_layers",
+          "draft_model keeps the target's LAST n_layers decoder layers instead of the first ones "
+          "(not an early exit: the kept layers never saw the embedding's statistics).",
+          "reference/drafts.py",
+          "    source = target.state_dict()\n",
+          "    skip = target.config.n_layers - layers\n"
+          "    source = {(k.replace(f'layers.{int(k.split(\".\")[2])}.', f'layers.{int(k.split(\".\")[2]) - skip}.')\n"
+          "               if k.startswith('model.layers.') else k): v for k, v in target.state_dict().items()\n"
+          "              if not k.startswith('model.layers.') or int(k.split('.')[2]) >= skip}\n"),
+    Patch("draft_noise_ignored",
+          "draft_model ignores noise: every draft is an exact copy.",
+          "reference/drafts.py",
+          "        if sigma:\n            draw", "        if False:\n            draw"),
+    Patch("verify_always_one_step",
+          "The cost model charges the verification pass one step at every batch (memory-bound "
+          "forever): speculation never loses at large batch.",
+          "reference/drafts.py",
+          "    return tokens * plain / (cost * gamma * plain + _step(b * (gamma + 1), r))\n",
+          "    return tokens * plain / (cost * gamma * plain + plain)\n"),
+    Patch("draft_cost_flat",
+          "The cost model charges draft steps c at every batch instead of c times a target step at "
+          "that batch (the draft is assumed never to become compute-bound).",
+          "reference/drafts.py",
+          "    return tokens * plain / (cost * gamma * plain + _step(b * (gamma + 1), r))\n",
+          "    return tokens * plain / (cost * gamma + _step(b * (gamma + 1), r))\n"),
+    Patch("break_even_batch_no_gamma",
+          "break_even_batch forgets that the verification pass holds γ + 1 tokens per row: ridge "
+          "(E - cγ) instead of ridge (E - cγ) / (γ + 1).",
+          "reference/drafts.py",
+          "    return r * margin / (gamma + 1) if margin > 1 else 0.0\n",
+          "    return r * margin if margin > 1 else 0.0\n"),
 ]

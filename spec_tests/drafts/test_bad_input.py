@@ -41,6 +41,7 @@ LOOP_BAD = [
     Bad("past max_seq_len", dict(max_new_tokens=6), ValueError, ("max_seq_len",)),
     Bad("negative temperature", dict(temperature=-0.5), ValueError, ("temperature",)),
     Bad("nan temperature", dict(temperature=float("nan")), ValueError, ("temperature",)),
+    Bad("inf temperature", dict(temperature=float("inf")), ValueError, ("temperature",)),
     Bad("sampling without generator", dict(temperature=1.0), ValueError, ("generator",)),
     Bad("generator not a Generator", dict(temperature=1.0, generator=3), TypeError, ("generator",)),
     Bad("draft of another vocab", lambda v: {**v, "draft": tiny_models_vocab(v)}, ValueError, ("draft",)),

@@ -73,3 +73,20 @@ def test_formula_matches_verifier_mean(impl, reference, p, q, gamma):
     empirical = float((accepted + 1).double().mean())
     want = impl.get("drafts.expected_tokens_per_step")(alpha, gamma)
     assert abs(empirical - want) <= Z * (gamma / 2) / math.sqrt(n), (alpha, empirical, want)
+
+
+DOCS_TABLE = {   # docs/drafts.md: c -> (break-even α at γ = 1, 2, 4, 8; speedup at α = 0.8, γ = 1, 2, 4, 8)
+    0.05: ((0.05, 0.092, 0.167, 0.286), (1.71, 2.22, 2.80, 3.09)),
+    0.1: ((0.1, 0.171, 0.287, 0.445), (1.64, 2.03, 2.40, 2.40)),
+    0.2: ((0.2, 0.306, 0.455, 0.621), (1.50, 1.74, 1.87, 1.66)),
+    0.5: ((0.5, 0.618, 0.741, 0.843), (1.20, 1.22, 1.12, 0.87)),
+}
+
+
+@pytest.mark.parametrize("c", list(DOCS_TABLE))
+def test_docs_table(impl, c):
+    """The table of docs/drafts.md, to its printed precision."""
+    alphas, speedups = DOCS_TABLE[c]
+    for gamma, a, s in zip((1, 2, 4, 8), alphas, speedups):
+        assert impl.get("drafts.break_even_alpha")(gamma, c) == pytest.approx(a, abs=5e-4), (c, gamma)
+        assert impl.get("drafts.speedup")(0.8, gamma, c) == pytest.approx(s, abs=5e-3), (c, gamma)

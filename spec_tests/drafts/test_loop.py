@@ -106,3 +106,36 @@ def test_sampled_follows_target_distribution(impl, reference, kind, gamma):
     stat = sum((o - e) ** 2 / e for o, e in zip(obs, exp))
     assert len(obs) >= 2
     assert stat < chi2.isf(ALPHA, len(obs) - 1), (stat, counts.tolist(), expected.tolist())
+
+
+def test_randomness_is_only_the_generator(impl, reference):
+    """Temperature 0 ignores a given generator (same tokens, its state untouched); temperature 1
+    draws only from the generator: the global RNG's state is unchanged and the same seed gives
+    the same tokens."""
+    spec = impl.get("drafts.speculative_generate")
+    target = tiny_models(reference, layers=2, seed=1)
+    draft = tiny_models(reference, layers=1, seed=2)
+    prompt = torch.tensor(PROMPT, dtype=torch.int64)
+    g = generator(5)
+    before = g.get_state()
+    greedy = spec(target, draft, prompt, 2, max_new_tokens=6, temperature=0, generator=g)
+    assert torch.equal(g.get_state(), before), "temperature 0 drew from the generator"
+    assert torch.equal(torch.as_tensor(greedy), torch.as_tensor(spec(target, draft, prompt, 2, max_new_tokens=6,
+                                                                       temperature=0)))
+    global_before = torch.get_rng_state()
+    a = spec(target, draft, prompt, 2, max_new_tokens=6, temperature=1.0, generator=generator(9))
+    assert torch.equal(torch.get_rng_state(), global_before), "sampling touched the global RNG"
+    b = spec(target, draft, prompt, 2, max_new_tokens=6, temperature=1.0, generator=generator(9))
+    assert torch.equal(torch.as_tensor(a), torch.as_tensor(b)), "the same seed gave other tokens"
+
+
+@pytest.mark.parametrize("kind", ["ngram", "fewer_layers"])
+def test_exactly_fills_max_seq_len(impl, reference, kind):
+    """prompt + max_new_tokens == max_seq_len is legal: no round drafts past the last position
+    (γ_r = min(γ, still to emit - 1)), and the output is still the target's greedy output."""
+    target = tiny_models(reference, layers=2, seed=1, max_seq_len=12)
+    prompt = torch.tensor(PROMPT, dtype=torch.int64)
+    draft = None if kind == "ngram" else tiny_models(reference, layers=1, seed=1, max_seq_len=12)
+    want = reference.get("generate.generate")(target, prompt[None], 6)[0][0]
+    got = impl.get("drafts.speculative_generate")(target, draft, prompt, 4, max_new_tokens=6, temperature=0)
+    assert torch.equal(torch.as_tensor(got).to(torch.int64), want), (got, want)

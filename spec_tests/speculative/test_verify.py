@@ -116,9 +116,9 @@ def test_pinned_rule(impl, device, name):
 
 
 # ----------------------------------------------------------------------------- differential
-@example(case=BatchCase(6, 4, 40, "float32", 1, noise=0.0, lens=(4, 0, 2, 4, 1, 3), garbage=True))
-@example(case=BatchCase(5, 3, 7, "bfloat16", 2, noise=0.3, greedy=(True, False, True, False, False), edges=True))
-@example(case=BatchCase(4, 5, 1, "float16", 3, no_q=True))
+@example(case=BatchCase(6, 4, 40, "float32", 1, noise=0.0, lens=(4, 0, 2, 4, 1, 3), garbage=True)).via("mutant:speculative.uniforms_shared_across_rows")
+@example(case=BatchCase(5, 3, 7, "bfloat16", 2, noise=0.3, greedy=(True, False, True, False, False), edges=True)).via("mutant:speculative.greedy_sampled_match")
+@example(case=BatchCase(4, 5, 1, "float16", 3, no_q=True)).via("mutant:speculative.bonus_skipped")
 @given(case=batch_cases())
 def test_matches_reference(impl, reference, device, case):
     """Generated float batches (every dtype, per-row γ with garbage in the padding, greedy rows,

@@ -1,0 +1,102 @@
+"""The draft-model proposer: an early-exit (first n_layers) and/or perturbed copy of the target;
+greedy speculative decoding with it emits exactly the target's greedy tokens (property)."""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given, settings, strategies as st
+
+from conformance.badinput import Bad, assert_rejects, bad_cases
+from spec_tests.drafts.strategies import tiny_models
+
+
+def _scaled(n: int) -> int:
+    return max(1, round(n * settings().max_examples / 25))
+
+
+def _truncated_logits(target, tokens, k):
+    """The target's own first k layers, then its final norm and lm_head (the early-exit oracle)."""
+    from reference.model import rope_cos_sin
+    c = target.config
+    pos = torch.arange(tokens.shape[1])
+    cos, sin = rope_cos_sin(pos, c.head_dim, c.rope_theta, target.dtype)
+    h = target.model.embed_tokens(tokens)
+    for i, layer in enumerate(target.model.layers[:k]):
+        h = layer(h, cos, sin, None, i, target.attention_fn)
+    return target.lm_head(target.model.norm(h))
+
+
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_draft_is_the_targets_first_layers(impl, reference, layers):
+    """noise 0: draft_model(target, n_layers=k) computes exactly the target's first k layers + its
+    final norm and lm_head (k = all: the target itself); the target is unchanged."""
+    target = tiny_models(reference, layers=3, seed=4)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    draft = impl.get("drafts.draft_model")(target, n_layers=layers)
+    assert draft.config.n_layers == layers and draft.config.vocab_size == target.config.vocab_size
+    tokens = torch.tensor([[1, 5, 2, 7, 0, 3]])
+    with torch.no_grad():
+        assert torch.equal(draft(tokens), _truncated_logits(target, tokens, layers)), (
+            f"n_layers={layers}: the draft is not the target's first {layers} layers + norm + lm_head")
+    for k, v in target.state_dict().items():
+        assert torch.equal(v, before[k]), f"draft_model modified the target's {k}"
+    assert impl.get("drafts.draft_model")(target).config.n_layers == 3, "n_layers defaults to the target's"
+
+
+def test_noise_perturbs_every_parameter_by_its_scale(impl, reference):
+    """noise σ > 0: every parameter moves, by about σ times its own spread (relative RMS change in
+    [σ/2, 2σ]); the same seed gives the same draft, another seed another one."""
+    target = tiny_models(reference, layers=2, seed=4)
+    make = impl.get("drafts.draft_model")
+    sigma = 0.1
+    a, b, c = make(target, noise=sigma, seed=1), make(target, noise=sigma, seed=1), make(target, noise=sigma, seed=2)
+    src = target.state_dict()
+    for name, w in a.state_dict().items():
+        delta = (w - src[name]).float()
+        rel = float(delta.pow(2).mean().sqrt() / src[name].float().std(unbiased=False))
+        assert sigma / 2 <= rel <= 2 * sigma, f"{name}: relative change {rel:.3g}, expected about {sigma}"
+        assert torch.equal(w, b.state_dict()[name]), f"{name}: the same seed gave another draft"
+        assert not torch.equal(w, c.state_dict()[name]), f"{name}: another seed gave the same draft"
+
+
+@example(layers=1, noise=0.0, seed=0, gamma=3, prompt=[1, 2, 3, 1, 2, 5]).via("mutant:drafts.draft_last_layers")
+@settings(max_examples=_scaled(8))
+@given(layers=st.integers(1, 2), noise=st.sampled_from([0.0, 0.05, 0.5, 2.0]), seed=st.integers(0, 50),
+       gamma=st.integers(1, 4), prompt=st.lists(st.integers(0, 7), min_size=1, max_size=6))
+def test_greedy_with_draft_model_is_target_greedy(impl, reference, layers, noise, seed, gamma, prompt):
+    """Property: with ANY draft_model(target, n_layers, noise, seed) as the draft, greedy
+    speculative decoding emits exactly reference.generate's greedy tokens of the target. The
+    pinned example also checks that a 1-layer noiseless draft agrees with the target's early exit."""
+    target = tiny_models(reference, layers=2, seed=1)
+    draft = impl.get("drafts.draft_model")(target, n_layers=layers, noise=noise, seed=seed)
+    if noise == 0.0:
+        tokens = torch.tensor([prompt])
+        with torch.no_grad():
+            assert torch.equal(draft(tokens), _truncated_logits(target, tokens, layers)), "not the early exit"
+    p = torch.tensor(prompt, dtype=torch.int64)
+    want = reference.get("generate.generate")(target, p[None], 10)[0][0]
+    got = impl.get("drafts.speculative_generate")(target, draft, p, gamma, max_new_tokens=10, temperature=0)
+    assert torch.equal(torch.as_tensor(got).to(torch.int64).cpu(), want), (layers, noise, seed, gamma, got, want)
+
+
+def _valid(reference):
+    return dict(target=tiny_models(reference, layers=2, seed=1), n_layers=1, noise=0.1, seed=0)
+
+
+BAD = [
+    Bad("target not a model", dict(target="llama"), TypeError, ("target",)),
+    Bad("n_layers zero", dict(n_layers=0), ValueError, ("n_layers",)),
+    Bad("n_layers past the target's", dict(n_layers=3), ValueError, ("n_layers",)),
+    Bad("n_layers float", dict(n_layers=1.0), TypeError, ("n_layers",)),
+    Bad("noise negative", dict(noise=-0.1), ValueError, ("noise",)),
+    Bad("noise inf", dict(noise=float("inf")), ValueError, ("noise",)),
+    Bad("noise a string", dict(noise="0.1"), TypeError, ("noise",)),
+    Bad("seed float", dict(seed=1.5), TypeError, ("seed",)),
+]
+
+
+@bad_cases(BAD)
+def test_draft_model_rejects_bad_input(impl, reference, bad):
+    """draft_model: a reference Transformer, 1 <= n_layers <= its layers, noise a finite real >= 0,
+    seed an int; the target is left unchanged."""
+    assert_rejects(impl.get("drafts.draft_model"), _valid(reference), bad)
