@@ -11,6 +11,8 @@ import torch
 from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
+from conformance.strategies import DTYPES, generator
+from reference.speculative import SUM_TOLERANCE
 from spec_tests.speculative.strategies import BatchCase, batch_cases
 from spec_tests.speculative.oracles import PAD, read_result
 
@@ -277,6 +279,76 @@ def test_seeded_draw_is_the_contracts_draw(impl, device, name):
 def test_seeded_draw_is_the_contracts_draw_generated(impl, device, case):
     """The same pin on generated batches."""
     _assert_seeded_draw_pinned(impl, case.tensors(device), case.vocab, case.seed, device)
+
+
+def test_uniforms_win_and_no_other_randomness_is_used(impl, device):
+    """With both ``uniforms`` and ``generator``, the uniforms are used and the generator is left
+    untouched; with a generator, only it is consumed: the global RNG (torch.manual_seed's stream,
+    on the CPU and on the probabilities' device) is never touched."""
+    case = SEEDED["mixed rows"]
+    kw = case.tensors(device)
+    verify = impl.get("speculative.verify")
+    base = {k: v for k, v in kw.items() if k not in ("uniforms", "generator")}
+    u = torch.rand(*kw["draft_tokens"].shape[:1], kw["draft_tokens"].shape[1] + 1,
+                   generator=generator(3), dtype=torch.float64).to(device)
+    gen = torch.Generator(device=device).manual_seed(11)
+    before = gen.get_state().clone()
+    both = read_result(verify(**base, uniforms=u, generator=gen), kw, case.vocab, "verify(uniforms, generator)")
+    assert torch.equal(gen.get_state(), before), "verify(uniforms=u, generator=g) drew from g"
+    assert both == read_result(verify(**base, uniforms=u), kw, case.vocab, "verify(uniforms)"), (
+        "verify(uniforms=u, generator=g) did not emit what verify(uniforms=u) emits")
+    cpu_state = torch.get_rng_state()
+    cuda_state = torch.cuda.get_rng_state() if device != "cpu" else None
+    verify(**base, generator=torch.Generator(device=device).manual_seed(12))
+    assert torch.equal(torch.get_rng_state(), cpu_state), "verify(generator=g) consumed the global CPU RNG"
+    if cuda_state is not None:
+        assert torch.equal(torch.cuda.get_rng_state(), cuda_state), "verify consumed the global CUDA RNG"
+
+
+def test_greedy_rows_still_validate_draft_probs(impl, device):
+    """Greedy rows do not use draft_probs, but they are validated like any row's (ValueError naming
+    ``draft_probs``): a NaN in an active draft position of a greedy row is rejected."""
+    kw = _valid(device)
+    bad = Bad("draft_probs NaN on a greedy row", _set("draft_probs", (0, 1, 3), math.nan), ValueError,
+              ("draft_probs",))
+    assert_rejects(impl.get("speculative.verify"), {**kw, "greedy": True, "uniforms": torch.full(
+        (2, 3), 0.5, dtype=torch.float64, device=device)}, bad)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+def test_sum_tolerance_edge(impl, device, dtype):
+    """The documented SUM_TOLERANCE[dtype] is the edge: a target position whose total is off 1 by
+    half the tolerance is accepted, one off by twice the tolerance is rejected (ValueError naming
+    ``target_probs`` and its [row, position])."""
+    d = DTYPES[dtype]
+    tol = SUM_TOLERANCE[d]
+    verify = impl.get("speculative.verify")
+    u = torch.full((1, 2), 0.5, dtype=torch.float64, device=device)
+
+    def call(excess: float):
+        # 64 equal entries (exact in every dtype here) plus the excess on entry 0
+        p = torch.full((1, 2, 64), 1 / 64, dtype=torch.float64)
+        p[0, 1, 0] += excess
+        p = p.to(d)
+        got = float(p[0, 1].double().sum()) - 1
+        return got, lambda: verify(p.to(device), None, torch.tensor([[3]], device=device), uniforms=u)
+
+    off, run = call(tol / 2)
+    assert abs(off) <= tol, f"test setup: total off by {off}"
+    run()  # accepted
+    off, run = call(2 * tol)
+    assert abs(off) > tol, f"test setup: total off by only {off}"
+    with pytest.raises(ValueError, match=r"\btarget_probs\b"):
+        run()
+
+
+def test_rejects_vocab_zero(impl, device):
+    """A vocabulary of 0 tokens has no distribution (ValueError naming ``target_probs``)."""
+    kw = dict(target_probs=torch.empty(1, 2, 0, device=device), draft_probs=torch.empty(1, 1, 0, device=device),
+              draft_tokens=torch.zeros(1, 1, dtype=torch.int64, device=device),
+              uniforms=torch.full((1, 2), 0.5, dtype=torch.float64, device=device))
+    with pytest.raises(ValueError, match=r"\btarget_probs\b|\bvocab"):
+        impl.get("speculative.verify")(**kw)
 
 
 # ----------------------------------------------------------------------------- empty, state
