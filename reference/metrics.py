@@ -40,7 +40,10 @@ not a sequence) whose message names the argument: an empty request list or one t
 sequence, a request that is not a pair, a zero-length run window (all ``requests``); an empty,
 decreasing, non-finite or before-arrival ``token_times``; a non-finite ``arrival``; a negative or
 non-finite SLO (``ttft_slo``/``tpot_slo``); a percentile outside [0, 100] (``q``/``percentiles``);
-no values (``values``). Inputs are never modified.
+no values (``values``). A request that is not an ``(arrival, token_times)`` pair is a ValueError
+naming ``requests``; in :func:`summarize`, a request whose fields are bad is rejected as
+:func:`request_metrics` would reject it, naming the field (``arrival``/``token_times``). Bools
+are not numbers. Inputs are never modified.
 """
 from __future__ import annotations
 

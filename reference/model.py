@@ -232,8 +232,9 @@ class Transformer(nn.Module):
     :meth:`new_cache`), the new positions' K/V are appended to it and attend to everything
     cached before them; their RoPE positions start at ``cache.seq_len``. Without a cache the
     positions are 0..seq-1. Raises ValueError/TypeError naming ``tokens`` (not a 2-d integer
-    tensor, empty, ids out of range, positions past ``max_seq_len``) or ``cache`` (wrong shape or
-    dtype, or too full for ``tokens``), leaving the cache unchanged.
+    tensor, empty, ids out of range, positions past ``max_seq_len``: that message names
+    ``max_seq_len`` too) or ``cache`` (wrong shape or dtype, or too full for ``tokens``), leaving
+    the cache unchanged.
 
     ``seed`` (default 0): the weights' seed (module doc); an int, else TypeError.
     ``attention``: any callable ``(q, k, v, *, causal, window, scale) -> out`` with the layout of

@@ -64,9 +64,13 @@ state>)``, and g ends in the state that draw leaves it in: float32 uniforms or
 ``torch.multinomial`` are other draws, not this one.
 
 Errors: malformed arguments raise TypeError/ValueError naming the argument (``top_p``,
-``temperature``, ``logits``, ...); NaN or +inf logits, a penalty or bias that overflows to +inf,
-and a row with every token masked (all -inf after bias and penalties) raise ValueError naming the
-row. Nothing is modified in place and no random number is drawn before validation passes.
+``temperature``, ``logits``, ...); a bad value in a per-row parameter also names its row
+(``row r``), a bad per-row bias or token sequence its index (``logit_bias[r]``,
+``prompt_tokens[r]``, ``output_tokens[r]``), and logits with no vocabulary (vocab 0) say
+``vocab``. NaN logits ("logits contain NaN (row r)"), +inf logits or a penalty or bias that
+overflows to +inf ("logits row r ... +inf"), and a row with every token masked, all -inf after
+bias and penalties ("logits row r: every token is masked"), raise ValueError naming the row.
+Nothing is modified in place and no random number is drawn before validation passes.
 """
 from __future__ import annotations
 

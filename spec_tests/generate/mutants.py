@@ -82,4 +82,13 @@ MUTANTS += [
           GENERATE,
           "    if prompt_len + max_new_tokens > model.config.max_seq_len:",
           "    if prompt_len + max_new_tokens >= model.config.max_seq_len:"),
+    Patch("uncached_ignores_chunk_size",
+          "generate_uncached does not validate prefill_chunk_size (it has no cache to fill, so the "
+          "argument is dropped unchecked): prefill_chunk_size=0, -1, 2.0 or True is accepted by one "
+          "loop and rejected by the other, so the two are not interchangeable.",
+          "reference/generate.py",
+          "    no cache to fill in chunks), so the two loops are interchangeable.\"\"\"\n"
+          "    batch, prompt_len = check_generate_inputs(model, prompt_tokens, max_new_tokens, sample_fn, prefill_chunk_size)\n",
+          "    no cache to fill in chunks), so the two loops are interchangeable.\"\"\"\n"
+          "    batch, prompt_len = check_generate_inputs(model, prompt_tokens, max_new_tokens, sample_fn)\n"),
 ]

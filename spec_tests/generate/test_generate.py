@@ -67,10 +67,16 @@ def _first_divergence(a: torch.Tensor, b: torch.Tensor) -> int | None:
 
 
 # --- cached == uncached ------------------------------------------------------------------------
-@example(case=GenCase(ModelCase(96, 48, 2, 6, 2, None, None, 10000.0, 1e-5, 16, 2, 6, "float32", 3), 10, 4))
-@example(case=GenCase(ModelCase(64, 32, 2, 4, 1, None, None, 500000.0, 1e-5, 11, 1, 1, "bfloat16", 0), 10, None))
-@example(case=GenCase(ModelCase(80, 32, 1, 2, 2, 16, 40, 100.0, 1e-2, 9, 2, 8, "float32", 11), 1, 3))
-@example(case=GenCase(ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 5, 1, 3, "float32", 2), 2, 5))  # chunk > prompt
+# Each ends exactly at max_seq_len: a GQA prompt in chunks of 4 with a ragged tail; a 1-token
+# prompt in bfloat16; a single new token after a chunked prefill; a chunk longer than the prompt.
+@example(case=GenCase(ModelCase(96, 48, 2, 6, 2, None, None, 10000.0, 1e-5, 16, 2, 6, "float32", 3), 10, 4)).via(
+    "mutant:generate.chunk_fresh_cache mutant:generate.drops_ragged_last_chunk mutant:generate.full_context_rejected")
+@example(case=GenCase(ModelCase(64, 32, 2, 4, 1, None, None, 500000.0, 1e-5, 11, 1, 1, "bfloat16", 0), 10, None)).via(
+    "mutant:generate.decode_feeds_stale_token mutant:generate.full_context_rejected")
+@example(case=GenCase(ModelCase(80, 32, 1, 2, 2, 16, 40, 100.0, 1e-2, 9, 2, 8, "float32", 11), 1, 3)).via(
+    "mutant:generate.drops_last_prefill_token mutant:generate.chunk_fresh_cache mutant:generate.drops_ragged_last_chunk")
+@example(case=GenCase(ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 5, 1, 3, "float32", 2), 2, 5)).via(
+    "mutant:generate.drops_ragged_last_chunk")
 @given(case=gen_cases(dtypes=("float32", "bfloat16")))
 def test_cached_logits_and_tokens_match_uncached(impl, reference, device, case):
     """generate (prefill, chunked or not, then cached decode) gives at every step the logits of the
@@ -110,7 +116,8 @@ def test_cached_logits_and_tokens_match_uncached(impl, reference, device, case):
         event("genuine near-tie: cached and uncached greedy tokens differ")
 
 
-@example(case=GenCase(ModelCase(96, 48, 2, 6, 2, None, None, 10000.0, 1e-5, 16, 2, 7, "float64", 5), 6, 3))
+@example(case=GenCase(ModelCase(96, 48, 2, 6, 2, None, None, 10000.0, 1e-5, 16, 2, 7, "float64", 5), 6, 3)).via(
+    "mutant:generate.chunk_fresh_cache mutant:generate.drops_ragged_last_chunk")
 @given(case=gen_cases(dtypes=("float64",)))
 def test_chunked_prefill_equals_one_prefill(impl, reference, device, case):
     """A prompt prefilled in chunks (two or more prefills) gives the tokens and logits of one
@@ -238,7 +245,7 @@ _VALID = dict(prompt_tokens=torch.zeros(1, 3, dtype=torch.long), max_new_tokens=
 BAD = [
     Bad("float prompt", dict(prompt_tokens=torch.zeros(1, 3)), TypeError, ("prompt_tokens",)),
     Bad("list prompt", dict(prompt_tokens=[[0, 1, 2]]), TypeError, ("prompt_tokens",)),
-    Bad("rank 1", dict(prompt_tokens=torch.zeros(3, dtype=torch.long)), ValueError, ("prompt_tokens", "rank")),
+    Bad("rank 1", dict(prompt_tokens=torch.zeros(3, dtype=torch.long)), ValueError, ("prompt_tokens",)),
     Bad("empty prompt", dict(prompt_tokens=torch.zeros(1, 0, dtype=torch.long)), ValueError, ("prompt_tokens",)),
     Bad("id == vocab", dict(prompt_tokens=torch.tensor([[0, 64]])), ValueError, ("prompt_tokens",)),
     Bad("negative id", dict(prompt_tokens=torch.tensor([[0, -1]])), ValueError, ("prompt_tokens",)),
@@ -253,12 +260,13 @@ BAD = [
         ("sample_fn",)),
     Bad("sample_fn float ids", dict(sample_fn=lambda logits, g: logits.argmax(-1).double()), ValueError, ("sample_fn",)),
     Bad("bool prompt", dict(prompt_tokens=torch.zeros(1, 3, dtype=torch.bool)), TypeError, ("prompt_tokens",)),
-    Bad("rank 3", dict(prompt_tokens=torch.zeros(1, 1, 3, dtype=torch.long)), ValueError, ("prompt_tokens", "rank")),
+    Bad("rank 3", dict(prompt_tokens=torch.zeros(1, 1, 3, dtype=torch.long)), ValueError, ("prompt_tokens",)),
     Bad("no rows", dict(prompt_tokens=torch.zeros(0, 3, dtype=torch.long)), ValueError, ("prompt_tokens",)),
     Bad("bool max_new_tokens", dict(max_new_tokens=True), TypeError, ("max_new_tokens",)),
     Bad("None max_new_tokens", dict(max_new_tokens=None), TypeError, ("max_new_tokens",)),
 ]
-# The cached loop only: generate_uncached may ignore prefill_chunk_size.
+# prefill_chunk_size: generate_uncached validates it too (it has no effect there, but the two
+# loops take the same arguments; reference/generate.py).
 CHUNK_BAD = [
     Bad("prefill_chunk_size 0", dict(prefill_chunk_size=0), ValueError, ("prefill_chunk_size",)),
     Bad("float prefill_chunk_size", dict(prefill_chunk_size=2.0), TypeError, ("prefill_chunk_size",)),
@@ -275,8 +283,10 @@ def test_generate_rejects_bad_input(impl, reference, bad):
     assert_rejects(impl.get("generate.generate"), {**_VALID, "model": model}, bad)
 
 
-@bad_cases(BAD)
+@bad_cases(BAD + CHUNK_BAD)
 def test_generate_uncached_rejects_bad_input(impl, reference, bad):
-    """Malformed input to generate_uncached raises TypeError/ValueError naming the argument."""
+    """Malformed input to generate_uncached raises TypeError/ValueError naming the argument,
+    ``prefill_chunk_size`` included (validated although it has no effect). Mutant:
+    uncached_ignores_chunk_size."""
     model = _model(reference, _BAD_CASE, torch.float32)
     assert_rejects(impl.get("generate.generate_uncached"), {**_VALID, "model": model}, bad)

@@ -74,4 +74,10 @@ MUTANTS = [
           "reference/kv_bytes.py",
           "def _positive_int(name: str, value, allow_zero: bool = False) -> int:",
           "def _positive_int(name: str, value, allow_zero: bool = True) -> int:"),
+    Patch("default_batch_zero",
+          "kv_cache_bytes defaults to batch=0 (the smallest legal batch, allow_zero's bound taken as "
+          "the default) instead of the documented 1: every call that omits batch returns 0 bytes.",
+          "reference/kv_bytes.py",
+          "seq_len: int, batch: int = 1,\n",
+          "seq_len: int, batch: int = 0,\n"),
 ]

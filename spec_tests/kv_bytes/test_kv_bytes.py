@@ -49,11 +49,11 @@ def test_formula_equals_allocated_bytes(impl, reference, cfg, max_seq_len):
 
 # Boundaries: an empty cache (seq_len 0, batch 0, both), one token of a one-element head, a
 # 1-byte (fp8) and an 8-byte element. Mutants: zero_seq_len_rejected, zero_batch_rejected.
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=1, dtype=torch.float16), seq_len=0)
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=0, dtype=torch.float16), seq_len=5)
-@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=0, dtype=torch.float32), seq_len=0)
-@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=1, dtype=torch.float8_e4m3fn), seq_len=1)
-@example(cfg=dict(layers=3, kv_heads=1, head_dim=24, batch=2, dtype=torch.float64), seq_len=7)
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=1, dtype=torch.float16), seq_len=0).via("mutant:kv_bytes.zero_seq_len_rejected")
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=0, dtype=torch.float16), seq_len=5).via("mutant:kv_bytes.zero_batch_rejected")
+@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=0, dtype=torch.float32), seq_len=0).via("mutant:kv_bytes.zero_seq_len_rejected mutant:kv_bytes.zero_batch_rejected")
+@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=1, dtype=torch.float8_e4m3fn), seq_len=1).via("mutant:kv_bytes.assumes_fp16")
+@example(cfg=dict(layers=3, kv_heads=1, head_dim=24, batch=2, dtype=torch.float64), seq_len=7).via("mutant:kv_bytes.assumes_fp16")
 @given(cfg=formula_configs, seq_len=st.integers(0, 10_000))
 def test_matches_course_formula(impl, cfg, seq_len):
     """2 x layers x kv_heads x head_dim x seq_len x batch x element_bytes (03.03), as an int;
@@ -74,12 +74,12 @@ def test_exact_at_the_largest_size(impl):
     assert got == 2 * 127 * 9 * 255 * (10**9 + 1) * 1001 * 8 == course_formula(**cfg) == 4_668_103_444_668_103_440
 
 
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float32), seq_len=5, omit={"dtype"})
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float16), seq_len=5, omit={"batch"})
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float32), seq_len=5, omit={"dtype"}).via("mutant:kv_bytes.default_dtype_fp32")
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float16), seq_len=5, omit={"batch"}).via("mutant:kv_bytes.default_batch_zero")
 @given(cfg=formula_configs, seq_len=st.integers(0, 4096), omit=st.sets(st.sampled_from(sorted(BYTES_DEFAULTS)), min_size=1))
 def test_omitted_arguments_mean_the_defaults(impl, cfg, seq_len, omit):
     """Omitting ``batch`` / ``dtype`` equals passing the documented default (batch=1,
-    dtype=torch.float16). Mutant: default_dtype_fp32. A default is a value, not a hidden
+    dtype=torch.float16). Mutants: default_dtype_fp32, default_batch_zero. A default is a value, not a hidden
     parameter: with batch/dtype omitted the count is the formula's at batch 1 in fp16."""
     f = impl.get("kv_bytes.kv_cache_bytes")
     given_args = {k: v for k, v in cfg.items() if k not in omit}

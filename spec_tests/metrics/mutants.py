@@ -98,4 +98,12 @@ MUTANTS += [
           "reference/metrics.py",
           "    ttft_ok = ttft_slo is None or m.ttft <= ttft_slo\n",
           "    ttft_ok = ttft_slo is not None and m.ttft <= ttft_slo\n"),
+    Patch("float32_timestamps",
+          "Timestamps held as float32 (torch.tensor(token_times)'s default dtype, or a np.float32 "
+          "array): at epoch-scale times (1.7e9 s) one float32 ulp is 128 s, so TTFT, ITL and TPOT "
+          "of real timestamps are garbage while small test times look fine.",
+          "reference/metrics.py",
+          '    t = tuple(check_real("token_times", x) for x in token_times)\n',
+          '    t = tuple(__import__("array").array("f", [check_real("token_times", x) for x in token_times]))\n'
+          '    a = __import__("array").array("f", [a])[0]\n'),
 ]

@@ -39,9 +39,11 @@ def scale_of(reqs) -> float:
 
 
 # --- one request ---------------------------------------------------------------------------
-@example(arrival=0.0, first=0.25, gap=0.125, n=5)
-@example(arrival=3.0, first=0.5, gap=0.25, n=1)    # one token: TPOT None (mutant one_token_tpot_zero)
-@example(arrival=2.0, first=0.0, gap=0.0, n=4)     # TTFT 0, every token in one step: TPOT 0
+@example(arrival=0.0, first=0.25, gap=0.125, n=5).via("mutant:metrics.tpot_counts_first_token")
+# one token: TPOT None
+@example(arrival=3.0, first=0.5, gap=0.25, n=1).via("mutant:metrics.one_token_tpot_zero")
+# TTFT 0, every token in one step: TPOT 0
+@example(arrival=2.0, first=0.0, gap=0.0, n=4).via("mutant:metrics.zero_gap_tpot_none")
 @given(arrival=st.floats(0, 1e9, **finite), first=st.floats(0, 10, **finite),
        gap=st.floats(0, 2, **finite), n=st.integers(1, 40))
 def test_uniform_stream_closed_form(impl, arrival, first, gap, n):
@@ -62,12 +64,15 @@ def test_uniform_stream_closed_form(impl, arrival, first, gap, n):
         close(m.tpot, gap, tol, "TPOT (the first token must not be counted)")
 
 
-@example(req=(5.0, (5.0,)))                 # one token at the arrival instant
-@example(req=(1.0, (1.0, 1.0, 1.0)))         # zero TTFT, zero gaps
-@example(req=(1.7e9, (1.7e9 + 0.5, 1.7e9 + 0.75)))  # epoch-scale timestamps
+# one token at the arrival instant; zero TTFT and zero gaps; epoch-scale timestamps
+@example(req=(5.0, (5.0,))).via("mutant:metrics.one_token_tpot_zero")
+@example(req=(1.0, (1.0, 1.0, 1.0))).via("mutant:metrics.zero_gap_tpot_none")
+@example(req=(1.7e9, (1.7e9 + 0.5, 1.7e9 + 0.75))).via(
+    "mutant:metrics.float32_timestamps mutant:metrics.tpot_counts_first_token")
 @given(req=request(max_tokens=10))
 def test_request_metrics_definitions(impl, req):
-    """Oracle with numpy: TTFT = t0 - arrival, ITL = diff(t), TPOT = mean(ITL), E2E = t[-1] - arrival."""
+    """Oracle with numpy: TTFT = t0 - arrival, ITL = diff(t), TPOT = mean(ITL), E2E = t[-1] - arrival,
+    in float64: at epoch-scale times a float32 timestamp is off by up to 64 s."""
     arrival, times = req
     m = impl.get("metrics.request_metrics")(arrival, list(times))
     t = np.asarray(times, dtype=np.float64)
@@ -99,7 +104,7 @@ def test_first_token_delay_moves_ttft_only(impl, req, delay):
 
 
 # --- a run ---------------------------------------------------------------------------------
-@example(n=3, m=4, first=0.5, gap=0.25)
+@example(n=3, m=4, first=0.5, gap=0.25).via("mutant:metrics.goodput_either_slo")
 @given(n=st.integers(1, 6), m=st.integers(1, 12), first=st.floats(0.01, 5, **finite),
        gap=st.floats(0, 1, **finite))
 def test_back_to_back_requests_closed_form(impl, n, m, first, gap):
@@ -130,9 +135,13 @@ def _dist_matches(dist, values, qs, tol, what):
         close(dist.percentiles[q], float(np.percentile(v, q, method="linear")), tol, f"{what} p{q:g}")
 
 
-@example(reqs=[(0.0, (1.0,))], qs=[0.0, 100.0])           # one one-token request: no TPOT, no ITL
-@example(reqs=[(0.0, (0.0, 0.5, 0.5, 2.0)), (0.0, (0.0,))], qs=[50.0])  # zero TTFTs, a zero gap
-@example(reqs=[(0.0, (0.5, 1.0)), (1.0, (3.0,)), (0.5, (0.75, 1.0, 2.0))], qs=[0.0, 37.5, 100.0])
+# one one-token request: no TPOT, no ITL; zero TTFTs and a zero gap; three overlapping requests
+@example(reqs=[(0.0, (1.0,))], qs=[0.0, 100.0]).via(
+    "mutant:metrics.one_token_tpot_zero mutant:metrics.p100_out_of_range")
+@example(reqs=[(0.0, (0.0, 0.5, 0.5, 2.0)), (0.0, (0.0,))], qs=[50.0]).via(
+    "mutant:metrics.tpot_counts_first_token mutant:metrics.one_token_tpot_zero mutant:metrics.percentile_unsorted")
+@example(reqs=[(0.0, (0.5, 1.0)), (1.0, (3.0,)), (0.5, (0.75, 1.0, 2.0))], qs=[0.0, 37.5, 100.0]).via(
+    "mutant:metrics.percentile_off_by_one mutant:metrics.percentile_unsorted mutant:metrics.p100_out_of_range")
 @given(reqs=runs(), qs=st.lists(st.floats(0, 100, **finite), min_size=1, max_size=4, unique=True))
 def test_summary_matches_numpy(impl, reqs, qs):
     """Oracle: throughputs from the run window, and TTFT/TPOT/ITL/E2E distributions (mean, min,
@@ -222,11 +231,13 @@ def test_summary_ignores_request_order(impl, reqs, data):
 
 
 # --- percentiles ---------------------------------------------------------------------------
-@example(values=[1.0, 2.0, 3.0, 4.0], q=50.0)
-@example(values=[10.0, 20.0], q=90.0)
-@example(values=[5.0], q=37.0)                # one value is every percentile (mutant p100_out_of_range)
-@example(values=[3.0, -1.0], q=100.0)         # q = 100 exactly: the last rank, no rank after it
-@example(values=[4.0, 1.0, 3.0, 2.0], q=50.0)  # unsorted input (mutant percentile_unsorted)
+# p50 / p90 between ranks; one value is every percentile; q = 100 exactly (the last rank, no
+# rank after it); unsorted input
+@example(values=[1.0, 2.0, 3.0, 4.0], q=50.0).via("mutant:metrics.percentile_off_by_one")
+@example(values=[10.0, 20.0], q=90.0).via("mutant:metrics.percentile_off_by_one")
+@example(values=[5.0], q=37.0).via("mutant:metrics.p100_out_of_range")
+@example(values=[3.0, -1.0], q=100.0).via("mutant:metrics.p100_out_of_range")
+@example(values=[4.0, 1.0, 3.0, 2.0], q=50.0).via("mutant:metrics.percentile_unsorted")
 @given(values=st.lists(st.floats(-1e6, 1e6, **finite), min_size=1, max_size=30),
        q=st.floats(0, 100, **finite))
 def test_percentile_matches_numpy_linear(impl, values, q):
@@ -278,9 +289,9 @@ slo_values = st.one_of(st.none(), st.just(0.0), st.floats(0, 10, **finite))
 
 
 @example(reqs=[(0.0, (0.5, 1.0, 1.5)), (1.0, (1.25,))], ttft_slo=0.25, tpot_slo=0.0, qs=[10.0],
-         omit={"percentiles"})
+         omit={"percentiles"}).via("mutant:metrics.default_percentiles_without_p95")
 @example(reqs=[(0.0, (0.5, 1.0, 1.5)), (1.0, (1.25,))], ttft_slo=0.25, tpot_slo=0.0, qs=[10.0],
-         omit={"ttft_slo", "tpot_slo"})
+         omit={"ttft_slo", "tpot_slo"}).via("mutant:metrics.no_slo_meets_nothing")
 @given(reqs=runs(), ttft_slo=slo_values, tpot_slo=slo_values,
        qs=st.lists(st.floats(0, 100, **finite), max_size=3, unique=True),
        omit=st.sets(st.sampled_from(sorted(SUMMARIZE_DEFAULTS)), min_size=1))

@@ -103,4 +103,11 @@ MUTANTS += [
           MODEL,
           "            if start + tokens.shape[1] > cache.max_seq_len:",
           "            if start + tokens.shape[1] >= cache.max_seq_len:"),
+    Patch("rope_width_from_dim",
+          "The rotary table is built for dim // n_heads features (the usual derivation) instead of "
+          "config.head_dim: a model whose head_dim is given and differs (Gemma-, Qwen3-style) "
+          "cannot run (the pinned 'MHA, given head_dim' example).",
+          MODEL,
+          "rope_cos_sin(positions, self.config.head_dim, ",
+          "rope_cos_sin(positions, self.config.dim // self.config.n_heads, "),
 ]

@@ -58,11 +58,18 @@ def _check_float64(out, oracle, what, case):
 
 
 # --- oracle: brute force -------------------------------------------------------------------------
-@example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float64", 3))     # GQA 3
-@example(case=ModelCase(64, 32, 1, 2, 1, 16, 40, 100.0, 1e-2, 8, 1, 8, "float32", 0))             # MQA, big eps
-@example(case=ModelCase(80, 64, 2, 4, 4, 8, None, 10000.0, 1e-6, 9, 1, 9, "bfloat16", 7))         # MHA, given head_dim
-@example(case=ModelCase(1, 2, 1, 1, 1, None, 1, 10000.0, 1e-5, 1, 1, 1, "float64", 0))           # every size at its minimum
-@example(case=ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 0.0, 8, 2, 8, "float64", 5))        # norm_eps 0, positions fill max_seq_len
+# GQA 3:1; MQA with a big eps; MHA with a given head_dim; every size at its minimum; norm_eps 0.
+# All but the first fill max_seq_len with positions.
+@example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float64", 3)).via(
+    "mutant:model.gqa_kv_tiled")
+@example(case=ModelCase(64, 32, 1, 2, 1, 16, 40, 100.0, 1e-2, 8, 1, 8, "float32", 0)).via(
+    "mutant:model.rmsnorm_no_eps mutant:model.max_seq_len_exclusive")
+@example(case=ModelCase(80, 64, 2, 4, 4, 8, None, 10000.0, 1e-6, 9, 1, 9, "bfloat16", 7)).via(
+    "mutant:model.rope_width_from_dim mutant:model.rope_interleaved")
+@example(case=ModelCase(1, 2, 1, 1, 1, None, 1, 10000.0, 1e-5, 1, 1, 1, "float64", 0)).via(
+    "mutant:model.max_seq_len_exclusive mutant:model.rmsnorm_no_eps")
+@example(case=ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 0.0, 8, 2, 8, "float64", 5)).via(
+    "mutant:model.norm_eps_zero_rejected mutant:model.max_seq_len_exclusive")
 @given(case=model_cases(dtypes=("float64", "float32", "bfloat16")))
 def test_matches_float64_brute_force(impl, reference, device, case):
     """Logits equal a float64 token-by-token brute force: to 1e-10 in float64, by the tolerance
@@ -154,7 +161,8 @@ def test_long_range_drawn(impl, reference, device, base, data):
 
 
 # --- oracle: HF transformers -------------------------------------------------------------------
-@example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float32", 3))
+@example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float32", 3)).via(
+    "mutant:model.gqa_kv_tiled mutant:model.rope_interleaved")
 @given(case=model_cases(hf_compatible=True))
 def test_matches_hf_llama(impl, reference, case):
     """Same weights, same logits as transformers' LlamaForCausalLM: the state_dict loads into HF
@@ -215,8 +223,9 @@ def test_loads_hf_checkpoint_and_hf_loads_ours(impl, reference, tmp_path):
 
 
 # --- metamorphic -------------------------------------------------------------------------------
-@example(case=ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 12, 1, 12, "float32", 1),
-         cuts=[1, 11])                   # prefills then a one-token decode that fills the cache exactly
+# prefills then a one-token decode that fills the cache exactly
+@example(case=ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 12, 1, 12, "float32", 1), cuts=[1, 11]).via(
+    "mutant:model.cache_full_rejected mutant:model.decode_position_off_by_one")
 @given(case=model_cases(dtypes=("float32", "float64"), max_seq=20), cuts=st.lists(st.integers(1, 19), max_size=4))
 def test_cached_chunks_equal_whole_forward(impl, reference, device, case, cuts):
     """Running the tokens through a KV cache in pieces (a prefill, then further prefills or
@@ -471,8 +480,8 @@ FORWARD_BAD = [
     Bad("float tokens", dict(tokens=torch.zeros(1, 4)), TypeError, ("tokens",)),
     Bad("bool tokens", dict(tokens=torch.ones(1, 4, dtype=torch.bool)), TypeError, ("tokens",)),
     Bad("list tokens", dict(tokens=[[1, 2]]), TypeError, ("tokens",)),
-    Bad("rank 1", dict(tokens=torch.zeros(4, dtype=torch.long)), ValueError, ("tokens", "rank")),
-    Bad("rank 3", dict(tokens=torch.zeros(1, 2, 4, dtype=torch.long)), ValueError, ("tokens", "rank")),
+    Bad("rank 1", dict(tokens=torch.zeros(4, dtype=torch.long)), ValueError, ("tokens",)),
+    Bad("rank 3", dict(tokens=torch.zeros(1, 2, 4, dtype=torch.long)), ValueError, ("tokens",)),
     Bad("empty tokens", dict(tokens=torch.zeros(1, 0, dtype=torch.long)), ValueError, ("tokens",)),
     Bad("id == vocab", dict(tokens=_ids([1, 64])), ValueError, ("tokens",)),
     Bad("id < 0", dict(tokens=_ids([-1, 3])), ValueError, ("tokens",)),

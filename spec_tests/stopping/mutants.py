@@ -41,6 +41,13 @@ MUTANTS += [
           "reference/stopping.py",
           "    max_tokens: int | None = None\n",
           "    max_tokens: int | None = 16\n"),
+    Patch("ignore_eos_default_true",
+          "StopParams defaults to ignore_eos=True (benchmark scripts set it to force full-length "
+          "outputs, and it was copied as the default): with ignore_eos omitted, EOS never stops "
+          "generation (test_omitted_arguments_mean_the_defaults, EOS_IN_MIN with ignore_eos omitted).",
+          "reference/stopping.py",
+          "    ignore_eos: bool = False\n",
+          "    ignore_eos: bool = True\n"),
     Patch("min_tokens_off_by_one",
           "Stops are allowed from token n == min_tokens (>=) instead of n > min_tokens: one token "
           "too early (EOS_IN_MIN, MIN_EQ_MAX).",
@@ -67,7 +74,7 @@ MUTANTS += [
           "        self._stop_ids = frozenset(params.stop_token_ids) - ({params.eos_token_id} if params.ignore_eos else set())\n"),
     Patch("max_tokens_one_late",
           "The length limit compares the count before this token (num_tokens == max_tokens): "
-          "generation ends one token after max_tokens (MAX_ONE, LENGTH_VS_STOP).",
+          "generation ends one token after max_tokens (MAX_ONE, MIN_EQ_MAX).",
           OPT,
           "        if n == p.max_tokens:\n",
           "        if self.num_tokens == p.max_tokens:\n"),

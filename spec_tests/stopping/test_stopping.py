@@ -134,20 +134,20 @@ HELD_ACROSS = StopCase(vocab=(b"xa", b"b", b"d"), tokens=(0, 1, 2), stop=("abc",
 TWENTY = StopCase(vocab=(b"a",), tokens=(0,) * 20, max_tokens=20)  # default_max_tokens_16 (max_tokens omitted)
 
 
-@example(case=EOS_AND_STOP_ID)
-@example(case=IGNORED_EOS_STOP_ID)
-@example(case=MATCH_AT_START)
-@example(case=MIN_EQ_MAX)
-@example(case=MAX_ONE)
-@example(case=HELD_ACROSS)
-@example(case=SPANNING)
-@example(case=SPLIT_EURO)
-@example(case=EOS_IN_MIN)
-@example(case=INCLUDE)
-@example(case=EXCLUDE_TAIL)
-@example(case=PARTIAL_THEN_MISS)
-@example(case=LENGTH_VS_STOP)
-@example(case=EARLIEST_END)
+@example(case=EOS_AND_STOP_ID).via("mutant:stopping.stop_ids_before_eos")
+@example(case=IGNORED_EOS_STOP_ID).via("mutant:stopping.ignore_eos_skips_stop_ids")
+@example(case=MATCH_AT_START).via("mutant:stopping.match_at_start_missed")
+@example(case=MIN_EQ_MAX).via("mutant:stopping.min_tokens_off_by_one mutant:stopping.max_tokens_one_late")
+@example(case=MAX_ONE).via("mutant:stopping.max_tokens_one_late")
+@example(case=HELD_ACROSS).via("mutant:stopping.leaks_partial_stop mutant:stopping.holds_fixed_window")
+@example(case=SPANNING).via("mutant:stopping.missed_across_boundary")
+@example(case=SPLIT_EURO).via("mutant:stopping.no_pending_utf8")
+@example(case=EOS_IN_MIN).via("mutant:stopping.eos_ignores_min_tokens mutant:stopping.min_tokens_off_by_one")
+@example(case=INCLUDE).via("mutant:stopping.include_flag_ignored mutant:stopping.holds_back_when_included")
+@example(case=EXCLUDE_TAIL).via("mutant:stopping.endswith_only mutant:stopping.includes_excluded_stop")
+@example(case=PARTIAL_THEN_MISS).via("mutant:stopping.holds_fixed_window mutant:stopping.leaks_partial_stop")
+@example(case=LENGTH_VS_STOP).via("mutant:stopping.length_beats_stop")
+@example(case=EARLIEST_END).via("mutant:stopping.first_in_list_order mutant:stopping.tie_prefers_shortest")
 @given(case=stop_cases())
 def test_matches_naive_oracle(impl, case):
     """Every step (emitted piece, finished, reason), the text after every step, finish_reason,
@@ -161,8 +161,8 @@ def test_same_decisions_as_reference(impl, reference, case):
     _assert_same(drive(impl, case), drive(reference, case), case, what="reference")
 
 
-@example(case=HELD_ACROSS)
-@example(case=PARTIAL_THEN_MISS)
+@example(case=HELD_ACROSS).via("mutant:stopping.leaks_partial_stop")
+@example(case=PARTIAL_THEN_MISS).via("mutant:stopping.leaks_partial_stop")
 @given(case=stop_cases())
 def test_stream_is_safe_and_complete(impl, case):
     """The emitted pieces concatenate to a prefix of the text at every step and to the final text
@@ -185,8 +185,8 @@ def test_stream_is_safe_and_complete(impl, case):
                                   f"the stop string {leak[0]!r}\n  {case!r}")
 
 
-@example(case=SPANNING)
-@example(case=EXCLUDE_TAIL)
+@example(case=SPANNING).via("mutant:stopping.endswith_only")
+@example(case=EXCLUDE_TAIL).via("mutant:stopping.endswith_only mutant:stopping.match_at_start_missed")
 @given(case=stop_cases(special=False))
 def test_decision_independent_of_tokenization(impl, case):
     """Metamorphic: with only stop strings deciding, feeding the same bytes one byte per token
@@ -227,12 +227,13 @@ PARAMS_DEFAULTS = dict(max_tokens=None, min_tokens=0, eos_token_id=None, ignore_
                        stop_token_ids=(), stop=(), include_stop_str_in_output=False)
 
 
-@example(case=TWENTY, omit=frozenset({"max_tokens"}))
-@example(case=EOS_IN_MIN, omit=frozenset({"ignore_eos"}))
+@example(case=TWENTY, omit=frozenset({"max_tokens"})).via("mutant:stopping.default_max_tokens_16")
+@example(case=EOS_IN_MIN, omit=frozenset({"ignore_eos"})).via("mutant:stopping.ignore_eos_default_true")
 @given(case=stop_cases(), omit=st.frozensets(st.sampled_from(sorted(PARAMS_DEFAULTS)), min_size=1))
 def test_omitted_arguments_mean_the_defaults(impl, case, omit):
     """StopParams with some arguments omitted behaves, step by step, as the oracle with those
-    arguments at their documented defaults, and holds the defaults as its fields."""
+    arguments at their documented defaults, and holds the defaults as its fields. Mutants:
+    default_max_tokens_16, ignore_eos_default_true."""
     P = impl.get("stopping.StopParams")
     defaulted = replace(case, **{k: PARAMS_DEFAULTS[k] for k in omit})
     params = P(**{k: getattr(case, k) for k in PARAMS_DEFAULTS if k not in omit})
