@@ -84,9 +84,12 @@ def attention(q, k, v, *, causal: bool = False, window: int | None = None,
 
     Returns ``out`` (q's shape and dtype) or ``(out, lse)`` with ``lse`` (batch, q_heads, q_len).
     Bad input raises, the message naming the argument: ``TypeError`` for a wrong kind of value
-    (q, k, v not tensors, not floating, dtypes differing; window not an int; scale not a real),
-    ``ValueError`` for an illegal one (rank != 4, shapes that do not fit together, head_dim 0,
-    window < 0, scale not finite).
+    (q, k, v not tensors, not floating, dtypes differing; window not an int, a bool is not one;
+    scale not a real, nor a bool), ``ValueError`` for an illegal one (rank != 4, shapes that do
+    not fit together, q, k, v on different devices, head_dim 0, window < 0, scale not finite).
+    Names are whole words of the message (the ``q`` of "seq_len" does not count). Where
+    arguments do not fit together (dtypes, devices, batch, heads, head_dim, k/v shapes) the
+    message names every argument involved (e.g. ``q`` and ``k``); head_dim 0 names ``head_dim``.
     """
     check_attention_inputs(q, k, v, window, scale)
     batch, q_heads, q_len, head_dim = q.shape

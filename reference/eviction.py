@@ -43,12 +43,16 @@ takes the next number, starting at 0). ``order`` is unique, so priorities never 
     requests (which LRU would let push it out) without keeping a once-popular, now-stale entry
     forever (which LFU does).
 
-Bad input, checked before anything changes: a ``now`` that is not an int (``TypeError``) or is
-negative or earlier than a time already given (``ValueError``), naming ``now``; an unhashable
-``key`` (``TypeError`` naming ``key``); ``remove``/``priority``/``copy`` of a key that is not
-tracked (``KeyError``); ``copy`` onto a tracked ``dst`` (``ValueError`` naming ``dst``);
-``victim`` with no candidates (``ValueError`` naming ``candidates``) or an untracked candidate
-(``KeyError``); ``weight`` not an int (``TypeError``) or negative (``ValueError``).
+Bad input, checked before anything changes: a ``now`` that is not an int (``TypeError``; a bool
+is not an int) or is negative or earlier than a time already given (``ValueError``), naming
+``now``; an unhashable ``key``, ``src`` or ``dst`` (``TypeError`` naming that argument);
+``remove``/``priority`` of a key, or ``copy`` of a ``src``, that is not tracked (``KeyError``
+whose message shows the key's ``repr``); ``copy`` onto a tracked ``dst`` (``ValueError`` naming
+``dst``); ``victim`` with an empty ``candidates``, or with ``None`` while nothing is tracked
+(``ValueError`` naming ``candidates``), with a ``candidates`` that is not an iterable or holds an
+unhashable key (``TypeError`` naming ``candidates``), or with an untracked candidate
+(``KeyError`` showing its ``repr``); ``weight`` not an int (``TypeError``) or negative
+(``ValueError``), naming ``weight``.
 
 This reference keeps one dict of records and scans for ``victim`` (O(keys));
 ``optimized/eviction.py`` answers ``victim()`` from a heap (O(log keys) amortized).

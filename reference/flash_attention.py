@@ -60,9 +60,11 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = Fals
     sequence is allowed. Returns ``out`` (q's shape) or ``(out, lse)`` with ``lse`` (total_q,
     q_heads): like the padded form, lse has out's shape without head_dim.
     Bad input raises as in :func:`attention` (``TypeError`` for a wrong kind, ``ValueError`` for
-    an illegal value), the message naming the argument: q, k, v of rank 3; ``cu_seqlens_*``
-    int32/int64, 1-d, starting at 0, never decreasing, ending at the packed length, both
-    describing the same number of sequences.
+    an illegal value), the message naming the argument as a word of its own: q, k, v of rank 3;
+    ``cu_seqlens_*`` tensors (a list is a ``TypeError``), int32/int64, 1-d, starting at 0, never
+    decreasing, ending at the packed length, both describing the same number of sequences (the
+    message names both). As in :func:`attention`, a mismatch between q, k, v names every argument
+    involved, and head_dim 0 names ``head_dim``.
     """
     check_varlen_inputs(q, k, v, cu_seqlens_q, cu_seqlens_k, window, scale)
     out = torch.zeros_like(q)

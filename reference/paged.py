@@ -56,7 +56,8 @@ Bad input and exhaustion. Every check runs before any state changes, so a call t
 leaves the allocator exactly as it was:
 
 - ``TypeError`` naming the argument: a ``seq``/``parent``/``child`` that is not an int or str
-  (a bool is not an int anywhere here), a count, block or position that is not an int;
+  (a bool is not an int anywhere here), a count, block or position that is not an int,
+  ``positions`` that is not a list, tuple or range (naming ``positions``);
 - ``ValueError`` naming the argument: ``num_blocks`` or ``block_size`` < 1, a negative
   ``n_tokens``/``n``, a ``block`` outside ``[0, num_blocks)``, a position outside
   ``[0, num_tokens)`` (naming ``positions`` and the sequence);

@@ -45,7 +45,17 @@ Edge cases (pinned by the tests):
                            the partial last block's slots past seq_len, blocks entirely left of
                            the window (an engine may have freed and reused them) and every other
                            block of the pool may hold anything, NaN included
-Bad input raises TypeError/ValueError naming the argument (``check_paged_attention_inputs``).
+Bad input raises TypeError/ValueError naming the argument as a word of its own
+(``check_paged_attention_inputs``): ``TypeError`` for a wrong kind (non-tensors, non-floating
+``q``/caches, a cache dtype other than ``q``'s, ``block_tables``/``seq_lens`` not int32/int64, a
+float or bool ``window``, a ``scale`` that is not a real number), ``ValueError`` for an illegal
+value (ranks, shapes, lengths, block ids, a negative window, a non-finite scale). Where the sizes
+of two arguments disagree the message names the dimension: ``heads`` (q heads not a multiple of
+kv heads), ``head_dim`` (q's and the caches' differ); a table row too short for its length names
+both ``block_tables`` and ``seq_lens``.
+
+Defaults: ``scale=None`` is ``1 / sqrt(head_dim)``, ``window=None`` no window,
+``return_lse=False`` returns ``out`` alone; omitting an argument is passing its default.
 """
 from __future__ import annotations
 

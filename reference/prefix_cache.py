@@ -34,10 +34,13 @@ under one hash); stats count admitted requests (``allocate``), not every lookup.
 Bad input. Every check runs before any state changes, so a call that raises changes nothing:
 sizes are ints >= 1 (``TypeError`` / ``ValueError`` naming ``num_blocks`` or ``block_size``); a
 sequence id is an int or str (``TypeError`` naming ``seq``); ``tokens`` is a non-empty list or
-tuple of ints >= 0 (``TypeError`` / ``ValueError`` naming ``tokens``); ``extra_key`` is hashable
-(``TypeError`` naming ``extra_key``); allocating a live seq is a ``ValueError`` naming ``seq``; an
-unknown seq a ``KeyError`` naming it; ``n_tokens`` an int in ``[0, len(tokens)]``; a pool that
-cannot hold the request raises ``ValueError`` saying "out of blocks".
+tuple of ints >= 0 (``TypeError`` for another type or a non-int element, ``ValueError`` for an
+empty one or a negative token, naming ``tokens``); a bool is not an int anywhere here;
+``extra_key`` is hashable (``TypeError`` naming ``extra_key``); allocating a live seq is a
+``ValueError`` naming ``seq``; an unknown (or freed) seq a ``KeyError`` whose message shows the
+seq's ``repr``; ``n_tokens`` an int (``TypeError``) in ``[0, len(tokens)]`` (``ValueError``),
+naming ``n_tokens``; a pool that cannot hold the request -- counting the free cached blocks its
+hits take off the queue -- raises ``ValueError`` saying "out of blocks".
 """
 from __future__ import annotations
 

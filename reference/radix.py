@@ -70,8 +70,8 @@ Every ``match_prefix`` and ``insert`` call advances a logical clock by one (the 
 Handles. A handle stays valid while its node is cached, and keeps meaning the same path: a split
 puts the new node *above* it. ``lock``/``unlock`` of a handle whose node was evicted, or of another
 cache, raises ``ValueError``; of something that is not a handle, ``TypeError``; ``unlock`` of a
-handle that holds no lock, ``ValueError``. The empty match's handle: ``lock``/``unlock`` do
-nothing.
+handle that holds no lock, ``ValueError``; each message names ``handle``. The empty match's
+handle: ``lock``/``unlock`` do nothing.
 
 Where this differs from SGLang (``python/sglang/srt/mem_cache/radix_cache.py``): SGLang stamps the
 split-off tail with the current time too (it sets the child's ``last_access_time`` before
@@ -84,7 +84,8 @@ slots instead of returning them.
 
 Bad input, checked before anything changes (so a rejected call changes nothing, not even the
 clock): ``tokens``/``slots`` not a list or tuple, or holding a non-int (``TypeError``), a value out
-of range or ``len(slots) != len(tokens)`` (``ValueError``); ``extra_key`` not None/str/int
+of range or ``len(slots) != len(tokens)`` (``ValueError``) -- every element is checked, those of
+the partial last page that is cut off included; ``extra_key`` not None/str/int
 (``TypeError``); ``page_size`` / ``n_tokens`` not an int (``TypeError``) or below 1 / 0
 (``ValueError``); a ``policy`` without the protocol's methods (``TypeError``). Each names the
 argument. (A bool is not a token id; an implementation may reject it or read it as 0/1: checking

@@ -56,13 +56,13 @@ def _check_against(oracle_out, oracle_lse, impl, reference, case: AttnCase, devi
 
 # Pinned examples (each catches the mutant named), then the generated ones (tile-edge lengths and
 # windows, scales 0 and negative, head_dim 8 ... 64: spec_tests/attention/strategies.py).
-@example(case=AttnCase(1, 2, 1, 5, 3, 16, True, None, "float16", 7))      # q > kv: masked rows. masked_row_nan
-@example(case=AttnCase(1, 2, 2, 3, 17, 32, True, None, "bfloat16", 1))    # decode-like, bottom-right. top_left_causal
-@example(case=AttnCase(2, 4, 1, 33, 33, 16, True, 4, "float32", 3))       # MQA + window 4. window_off_by_one
-@example(case=AttnCase(1, 4, 2, 9, 12, 16, False, 0, "float16", 5))       # window 0, GQA 2. window_zero_is_none, gqa_wrong_head
-@example(case=AttnCase(1, 2, 1, 6, 10, 32, True, None, "float32", 8, 0.0))  # scale 0: uniform. scale_zero_is_default
-@example(case=AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 9))      # q_len 1, kv_len 1. decode_lse_squeezed
-@example(case=AttnCase(1, 2, 1, 4, 1, 16, True, None, "bfloat16", 10))    # kv_len 1 under 4 queries. causal_off_by_one
+@example(case=AttnCase(1, 2, 1, 5, 3, 16, True, None, "float16", 7)).via("mutant:attention.masked_row_nan")  # q > kv: masked rows
+@example(case=AttnCase(1, 2, 2, 3, 17, 32, True, None, "bfloat16", 1)).via("mutant:attention.top_left_causal")  # decode-like, bottom-right
+@example(case=AttnCase(2, 4, 1, 33, 33, 16, True, 4, "float32", 3)).via("mutant:attention.window_off_by_one")  # MQA + window 4
+@example(case=AttnCase(1, 4, 2, 9, 12, 16, False, 0, "float16", 5)).via("mutant:attention.window_zero_is_none mutant:attention.gqa_wrong_head")  # window 0, GQA 2
+@example(case=AttnCase(1, 2, 1, 6, 10, 32, True, None, "float32", 8, 0.0)).via("mutant:attention.scale_zero_is_default")  # scale 0: uniform
+@example(case=AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 9)).via("mutant:attention.decode_lse_squeezed")  # q_len 1, kv_len 1
+@example(case=AttnCase(1, 2, 1, 4, 1, 16, True, None, "bfloat16", 10)).via("mutant:attention.causal_off_by_one")  # kv_len 1 under 4 queries
 @given(case=attn_cases(max_len=65, max_work=24))
 def test_matches_float64_brute_force(impl, reference, device, case):
     """out and lse agree with a float64 brute force within the tolerance rule; inputs untouched."""
@@ -120,8 +120,8 @@ def _tiled_cases(draw):
     return AttnCase(**{**case.__dict__, "q_len": q_len, "kv_len": kv_len}), block_q, block_k
 
 
-@example(tiled=(AttnCase(1, 2, 1, 24, 25, 16, True, None, "float16", 21), 8, 8))   # ragged tail of 1. tiled_drops_ragged_tail
-@example(tiled=(AttnCase(1, 2, 2, 16, 32, 32, False, None, "float32", 22, 1.0, 3.0), 16, 8))  # max rises. tiled_no_rescale
+@example(tiled=(AttnCase(1, 2, 1, 24, 25, 16, True, None, "float16", 21), 8, 8)).via("mutant:attention.tiled_drops_ragged_tail")  # ragged tail of 1
+@example(tiled=(AttnCase(1, 2, 2, 16, 32, 32, False, None, "float32", 22, 1.0, 3.0), 16, 8)).via("mutant:attention.tiled_no_rescale")  # max rises
 @given(tiled=_tiled_cases())
 def test_tiled_equals_plain(impl, reference, device, tiled):
     """The online-softmax tiled form computes the same function for any tile sizes."""
@@ -185,8 +185,8 @@ def test_fully_masked_rows_are_zero_with_lse_minus_inf(impl, device, case, extra
 
 
 # ------------------------------------------------------------------ defaults and boundaries
-@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 31), omit=frozenset({"causal"}))  # default_causal_true
-@example(case=AttnCase(1, 2, 1, 6, 9, 64, False, 2, "float32", 32), omit=frozenset({"scale", "return_lse"}))  # default_returns_lse
+@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 31), omit=frozenset({"causal"})).via("mutant:attention.default_causal_true")
+@example(case=AttnCase(1, 2, 1, 6, 9, 64, False, 2, "float32", 32), omit=frozenset({"scale", "return_lse"})).via("mutant:attention.default_returns_lse")
 @settings(max_examples=_scaled(10))
 @given(case=attn_cases(max_len=24, head_dims=(16, 64), max_work=8),
        omit=st.frozensets(st.sampled_from(sorted(DEFAULTS)), min_size=1))

@@ -17,6 +17,12 @@ MUTANTS = [
           REF,
           "        return (last + self.weight * (hits - 1), last, order)\n",
           "        return (last - self.weight * (hits - 1), last, order)\n"),
+    Patch("hybrid_ties_newest_first",
+          "The hybrid breaks ties of its score newest first (the most recently used of two keys "
+          "with equal last + weight * (hits - 1) is evicted), instead of least recently used first.",
+          REF,
+          "        return (last + self.weight * (hits - 1), last, order)\n",
+          "        return (last + self.weight * (hits - 1), -last, -order)\n"),
     Patch("lru_clock_not_refreshed",
           "A touch of a tracked key keeps the time of its first access (LRU degenerates to FIFO).",
           REF,
@@ -52,4 +58,11 @@ MUTANTS = [
           OPT,
           "            if record is not None and record[2] == prio[-1]:\n",
           "            if record is not None:\n"),
+    Patch("victim_candidates_unchecked",
+          "victim(candidates) takes list(candidates) unchecked: a candidates that is not iterable, "
+          "or holds an unhashable key, raises Python's own TypeError ('int' object is not "
+          "iterable, unhashable type: 'list'), which does not name candidates.",
+          REF,
+          "        keys = list(self._records) if candidates is None else check_candidates(candidates)\n",
+          "        keys = list(self._records) if candidates is None else list(candidates)\n"),
 ]

@@ -80,14 +80,14 @@ SUBSET = [("touch", 0, 1), ("touch", 1, 1), ("touch", 2, 1), ("victim", [2, 1], 
 STALE = [("touch", 0, 1), ("touch", 1, 1), ("victim_all",), ("touch", 0, 1), ("victim_all",)]
 
 
-@example(kind="LFU", weight=8, trace=LFU_TIE)
-@example(kind="Hybrid", weight=2, trace=HYBRID)
-@example(kind="Hybrid", weight=3, trace=LFU_TIE)
-@example(kind="LRU", weight=8, trace=REFRESH)
-@example(kind="LFU", weight=8, trace=COPY)
-@example(kind="LRU", weight=8, trace=COPY)
-@example(kind="LRU", weight=8, trace=SUBSET)
-@example(kind="LRU", weight=8, trace=STALE)
+@example(kind="LFU", weight=8, trace=LFU_TIE).via("mutant:eviction.lfu_ties_newest_first")
+@example(kind="Hybrid", weight=2, trace=HYBRID).via("mutant:eviction.hybrid_weight_sign")
+@example(kind="Hybrid", weight=3, trace=LFU_TIE).via("mutant:eviction.hybrid_weight_sign mutant:eviction.hybrid_ties_newest_first")
+@example(kind="LRU", weight=8, trace=REFRESH).via("mutant:eviction.lru_clock_not_refreshed")
+@example(kind="LFU", weight=8, trace=COPY).via("mutant:eviction.copy_resets_hits")
+@example(kind="LRU", weight=8, trace=COPY).via("mutant:eviction.copy_ties_with_source")
+@example(kind="LRU", weight=8, trace=SUBSET).via("mutant:eviction.victim_ignores_candidates")
+@example(kind="LRU", weight=8, trace=STALE).via("mutant:eviction.heap_stale_entry")
 @given(kind=st.sampled_from(POLICIES), weight=weights, trace=traces)
 def test_matches_definition_replayed(impl, kind, weight, trace):
     """victim(candidates), victim() and the order of priorities equal the policy's definition,
@@ -125,8 +125,8 @@ def _timed(trace):
     return out
 
 
-@example(kind="LFU", weight=8, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (1, 1), (3, 1)], capacity=3)
-@example(kind="Hybrid", weight=1, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (3, 1), (4, 1)], capacity=2)
+@example(kind="LFU", weight=8, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (1, 1), (3, 1)], capacity=3).via("mutant:eviction.lfu_count_not_accumulated")
+@example(kind="Hybrid", weight=1, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (3, 1), (4, 1)], capacity=2).via("mutant:eviction.hybrid_ties_newest_first")
 @given(kind=st.sampled_from(POLICIES), weight=weights, trace=accesses, capacity=st.integers(1, 5))
 def test_plugged_into_a_cache_equals_textbook_simulation(impl, kind, weight, trace, capacity):
     """A cache of ``capacity`` keys using the policy hits, misses and evicts exactly as the
@@ -227,9 +227,12 @@ BAD = [
     Bad("copy src untracked", lambda v: dict(method="copy", src="zz", dst="c"), KeyError, ("zz",)),
     Bad("copy dst tracked", lambda v: dict(method="copy", src="a", dst="b"), ValueError, ("dst",)),
     Bad("copy dst unhashable", lambda v: dict(method="copy", src="a", dst=[1]), TypeError, ("dst",)),
+    Bad("copy src unhashable", lambda v: dict(method="copy", src={}, dst="c"), TypeError, ("src",)),
     Bad("victim empty", lambda v: dict(method="victim", candidates=[]), ValueError, ("candidates",)),
     Bad("victim untracked", lambda v: dict(method="victim", candidates=["a", "zz"]), KeyError, ("zz",)),
     Bad("victim not iterable", lambda v: dict(method="victim", candidates=5), TypeError, ("candidates",)),
+    Bad("victim unhashable candidate", lambda v: dict(method="victim", candidates=["a", ["b"]]), TypeError,
+        ("candidates",)),
 ]
 
 

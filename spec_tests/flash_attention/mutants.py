@@ -83,4 +83,9 @@ MUTANTS = [
           "longest: query tiles of a longer earlier sequence are never computed.",
           KERNEL, "max_q, max_k = int((cq[1:] - cq[:-1]).max()), int((ck[1:] - ck[:-1]).max())",
           "max_q, max_k = int(cq[-1] - cq[-2]), int(ck[-1] - ck[-2])"),
+    Patch("block_d_capped_at_128",
+          "The head_dim tile is capped at 128 (a shared-memory budget written for head_dim <= 128): "
+          "head_dim 256, the largest the kernels take, computes with half of each row.",
+          KERNEL, "    return max(16, triton.next_power_of_2(head_dim))\n",
+          "    return max(16, min(128, triton.next_power_of_2(head_dim)))\n"),
 ]

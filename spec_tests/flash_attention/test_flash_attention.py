@@ -43,38 +43,6 @@ def _scaled(n: int) -> int:
     return max(1, round(n * settings().max_examples / 25))
 
 
-def _pin(*cases):
-    def deco(fn):
-        for c in reversed(cases):
-            fn = example(case=c)(fn)
-        return fn
-    return deco
-
-
-# Cases every run starts with (explicit examples run first, so a planted bug fails fast); the
-# mutant each one catches. The interpreter's tiles are 32 queries x 16 keys (dK/dV: 16 x 32).
-PINNED = (
-    AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1),     # GQA 2x2, ragged key tail, 3 tiles: unmasked_tail, gqa_wrong_kv_head
-    AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2),     # causal diagonal: causal_off_by_one
-    AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3),         # MQA, causal + window, q < kv: window_first_tile_skipped
-    AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4),       # q > kv: 11 fully masked rows: causal_off_by_one
-    AttnCase(1, 2, 1, 64, 64, 32, True, None, "bfloat16", 5),     # two full query tiles: q_tiles_off_by_one
-    AttnCase(1, 2, 2, 48, 65, 16, True, 33, "float16", 6),        # window edge 1 past a key tile: window_edge_tile_unmasked
-    AttnCase(1, 2, 1, 5, 32, 16, False, None, "float16", 7, -0.25, 3.0),  # negative scale, whole key tiles: negative_scale_max
-    AttnCase(1, 2, 1, 9, 17, 16, True, None, "bfloat16", 8, 0.0),  # scale 0: scale_zero_is_default
-    AttnCase(1, 4, 2, 17, 20, 8, False, 0, "float16", 9),         # window 0, head_dim 8: window_zero_is_none
-    AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 10),       # q_len 1, kv_len 1: causal_off_by_one
-    AttnCase(1, 2, 1, 18, 33, 256, True, None, "float16", 11),    # the largest head_dim: causal_off_by_one
-    AttnCase(1, 2, 1, 19, 24, 40, True, None, "bfloat16", 12),    # head_dim 40 (BLOCK_D 64): causal_off_by_one
-)
-VARLEN_PINNED = (
-    VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6),       # empty sequence, GQA: gqa_wrong_kv_head
-    VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7),        # window_edge_tile_unmasked, bwd_window_tile_unmasked
-    VarlenCase((64, 3), (64, 3), 2, 1, 16, True, None, "float16", 8),               # longest first, 2 full tiles: varlen_grid_last_sequence, q_tiles_off_by_one
-    VarlenCase((33, 16), (48, 31), 2, 2, 24, True, 17, "bfloat16", 9),              # head_dim 24 (BLOCK_D 32): delta_head_dim_unmasked
-)
-
-
 # ------------------------------------------------------------------------------ helpers
 def _pack(t: torch.Tensor) -> torch.Tensor:
     """(batch, heads, len, d) -> (batch * len, heads, d): equal-length sequences end to end."""
@@ -147,7 +115,20 @@ def _grad_out(shape, seed, device):
 
 
 # ------------------------------------------------------------------------------ forward
-@_pin(*PINNED)
+# Pinned cases (explicit examples run first, so a planted bug fails fast), each labelled with the
+# mutant it catches. The interpreter's tiles are 32 queries x 16 keys (dK/dV: 16 x 32).
+@example(case=AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1)).via("mutant:flash_attention.unmasked_tail mutant:flash_attention.gqa_wrong_kv_head")  # GQA 2x2, ragged key tail, 3 tiles
+@example(case=AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2)).via("mutant:flash_attention.causal_off_by_one")  # causal diagonal
+@example(case=AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3)).via("mutant:flash_attention.window_first_tile_skipped")  # MQA, causal + window, q < kv
+@example(case=AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4)).via("mutant:flash_attention.causal_off_by_one")  # q > kv: 11 fully masked rows
+@example(case=AttnCase(1, 2, 1, 64, 64, 32, True, None, "bfloat16", 5)).via("mutant:flash_attention.q_tiles_off_by_one")  # two full query tiles
+@example(case=AttnCase(1, 2, 2, 48, 65, 16, True, 33, "float16", 6)).via("mutant:flash_attention.window_edge_tile_unmasked")  # window edge 1 past a key tile
+@example(case=AttnCase(1, 2, 1, 5, 32, 16, False, None, "float16", 7, -0.25, 3.0)).via("mutant:flash_attention.negative_scale_max")  # negative scale, whole key tiles
+@example(case=AttnCase(1, 2, 1, 9, 17, 16, True, None, "bfloat16", 8, 0.0)).via("mutant:flash_attention.scale_zero_is_default")  # scale 0
+@example(case=AttnCase(1, 4, 2, 17, 20, 8, False, 0, "float16", 9)).via("mutant:flash_attention.window_zero_is_none")  # window 0, head_dim 8
+@example(case=AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 10)).via("mutant:flash_attention.causal_off_by_one")  # q_len 1, kv_len 1
+@example(case=AttnCase(1, 2, 1, 18, 33, 256, True, None, "float16", 11)).via("mutant:flash_attention.block_d_capped_at_128")  # the largest head_dim
+@example(case=AttnCase(1, 2, 1, 19, 24, 40, True, None, "bfloat16", 12)).via("boundary: head_dim 40, not a power of two: BLOCK_D 64 > head_dim")  # head_dim 40 (BLOCK_D 64)
 @settings(max_examples=_scaled(16))
 @given(case=attn_cases(dtypes=LOW, max_len=65, head_dims=(8, 16, 32, 64), groups=(1, 2, 4, 8), max_work=48))
 def test_forward_matches_oracle(impl, reference, device, case):
@@ -177,7 +158,9 @@ def test_forward_matches_oracle(impl, reference, device, case):
 
 
 # ----------------------------------------------------------------------------- backward
-@_pin(PINNED[0], PINNED[2], AttnCase(1, 2, 1, 40, 35, 16, False, 21, "float16", 13))  # bwd_window_tile_unmasked
+@example(case=AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1)).via("mutant:flash_attention.gqa_wrong_kv_head")  # GQA 2x2: dK/dV sum over the group
+@example(case=AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3)).via("mutant:flash_attention.window_first_tile_skipped")  # MQA, causal + window
+@example(case=AttnCase(1, 2, 1, 40, 35, 16, False, 21, "float16", 13)).via("mutant:flash_attention.bwd_window_tile_unmasked")  # window edge in the dK/dV tiles
 @settings(max_examples=_scaled(6))
 @given(case=attn_cases(dtypes=LOW, max_len=48, head_dims=(8, 16, 32), groups=(1, 2, 4, 8), max_work=16))
 def test_backward_matches_oracle(impl, reference, device, case):
@@ -193,7 +176,10 @@ def test_backward_matches_oracle(impl, reference, device, case):
 
 
 # ------------------------------------------------------------------------------- varlen
-@_pin(*VARLEN_PINNED)
+@example(case=VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6)).via("mutant:flash_attention.gqa_wrong_kv_head")  # empty sequence, GQA
+@example(case=VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7)).via("mutant:flash_attention.window_edge_tile_unmasked mutant:flash_attention.bwd_window_tile_unmasked")  # window 5 per sequence
+@example(case=VarlenCase((64, 3), (64, 3), 2, 1, 16, True, None, "float16", 8)).via("mutant:flash_attention.varlen_grid_last_sequence mutant:flash_attention.q_tiles_off_by_one")  # longest first, 2 full tiles
+@example(case=VarlenCase((33, 16), (48, 31), 2, 2, 24, True, 17, "bfloat16", 9)).via("mutant:flash_attention.delta_head_dim_unmasked")  # head_dim 24 (BLOCK_D 32)
 @settings(max_examples=_scaled(8))
 @given(case=varlen_cases())
 def test_varlen_matches_oracle(impl, reference, device, case):
@@ -249,7 +235,7 @@ def _equal(got, want) -> bool:
     return len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
 
 
-@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 41), omit=frozenset({"causal"}))  # module_default_causal
+@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 41), omit=frozenset({"causal"})).via("mutant:flash_attention.module_default_causal")
 @settings(max_examples=_scaled(6))
 @given(case=attn_cases(dtypes=LOW, max_len=24, head_dims=(16, 64), max_work=8),
        omit=st.frozensets(st.sampled_from(sorted(VARLEN_DEFAULTS)), min_size=1))

@@ -40,4 +40,10 @@ MUTANTS = [
           OPT,
           "        return [table[p // size] * size + p % size for p in positions]\n",
           "        return [table[max(p - 1, 0) // size] * size + p % size for p in positions]\n"),
+    Patch("append_default_zero",
+          "append's n defaults to 0 instead of the documented 1: every call that passes n is right, "
+          "append(seq) (one decode token) appends nothing.",
+          OPT,
+          "    def append(self, seq, n: int = 1) -> list[tuple[int, int]]:\n",
+          "    def append(self, seq, n: int = 0) -> list[tuple[int, int]]:\n"),
 ]

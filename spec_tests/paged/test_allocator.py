@@ -79,6 +79,20 @@ def test_worked_example(impl):
     assert (a.num_tokens("q"), a.num_tokens("r"), a.num_tokens("y")) == (7, 12, 5)
 
 
+def test_append_without_n_appends_one_token(impl):
+    """``append(seq)`` is ``append(seq, n=1)``, the documented default: one decode token. Across a
+    block edge it takes a new block, and on a partly filled shared last block it copies, exactly
+    as ``append(seq, 1)`` does. Mutant: append_default_zero."""
+    a = impl.get("paged.BlockAllocator")(8, 2)
+    a.allocate("s", 1)
+    assert a.append("s") == [] and a.num_tokens("s") == 2 and len(a.block_table("s")) == 1
+    assert a.append("s") == [] and a.num_tokens("s") == 3 and len(a.block_table("s")) == 2
+    a.fork("s", "t")
+    (src, dst), = a.append("t")                                # t's last block: partly filled, shared
+    assert src == a.block_table("s")[1] and dst == a.block_table("t")[1] != src
+    assert a.num_tokens("t") == 4 and a.num_free_blocks == 5
+
+
 def test_zero_tokens_and_zero_append(impl):
     """A sequence may start empty (no blocks); append(seq, 0) changes nothing and copies nothing."""
     a = impl.get("paged.BlockAllocator")(2, 4)

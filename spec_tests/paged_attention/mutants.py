@@ -40,4 +40,25 @@ MUTANTS = [
           "        stop = seq_len // k_cache.shape[1] * k_cache.shape[1]\n"
           "        k = gather_cache(k_cache, block_tables[b], min(start, stop), stop)\n"
           "        v = gather_cache(v_cache, block_tables[b], min(start, stop), stop)\n"),
+    Patch("default_scale_unscaled",
+          "The kernel's entry point defaults to scale 1.0 (raw dot products, a `softmax_scale=1.0` "
+          "default) instead of the contract's None = 1/sqrt(head_dim): right whenever the caller "
+          "passes scale, even scale=None, wrong for every call that omits it.",
+          KERNEL,
+          "def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = None,\n",
+          "def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = 1.0,\n"),
+    Patch("reads_left_of_window",
+          "The kernel walks the keys from position 0 and lets the window mask the scores only: the "
+          "blocks wholly left of the window (which an engine frees and reuses) are read, and a "
+          "masked score's p = 0 times a NaN value is NaN.",
+          KERNEL,
+          "        lo = tl.maximum(seq_len - q_len - left, 0)\n",
+          "        lo = tl.maximum(seq_len - q_len - left, 0) * 0\n"),
+    Patch("spec_queries_see_all",
+          "Every speculative query gets the last query's position (pos = seq_len - 1): right for "
+          "decode (q_len 1), but the first q_len - 1 draft tokens see the keys of the tokens after "
+          "them.",
+          KERNEL,
+          "        pos = seq_len - q_len + qi                     # absolute position of each query\n",
+          "        pos = seq_len - 1 + 0 * qi                     # absolute position of each query\n"),
 ]

@@ -31,14 +31,6 @@ def _scaled(n: int) -> int:
     return max(1, round(n * settings().max_examples / 25))
 
 
-def _pin(*cases):
-    def deco(fn):
-        for c in reversed(cases):
-            fn = example(case=c)(fn)
-        return fn
-    return deco
-
-
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal values, NaN where the other is NaN."""
     return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
@@ -74,22 +66,20 @@ def _check(impl, case: PagedCase, device, *, rewrite=None):
     return out, lse
 
 
-# Cases every run starts with (explicit examples run first, so a planted bug fails fast).
-PINNED = (
-    # GQA 2x2, block 4: partial last blocks, a shared first block, several splits, unequal lengths
-    PagedCase((37, 70, 5), 0, 4, 2, 16, 4, None, "float16", 1, shared_blocks=1),
-    # MQA, padding row (seq_len 0), seq_len 1, a window inside one long sequence, bf16
-    PagedCase((0, 1, 64, 33), 0, 8, 1, 32, 16, 5, "bfloat16", 2, spare_cols=2),
-    # one long sequence, block 8: many tiles and many splits
-    PagedCase((150,), 0, 4, 1, 16, 8, None, "float16", 3, scale=0.3),
-)
-SPEC_PINNED = (
-    PagedCase((40, 3, 17), 3, 4, 2, 16, 8, None, "float16", 4, shared_blocks=1),
-    PagedCase((2, 65), 4, 8, 2, 32, 1, 9, "bfloat16", 5),  # seq_len 2 < q_len 4: blind queries
-)
-
-
-@_pin(*PINNED)
+# Pinned cases (explicit examples run first, so a planted bug fails fast), each labelled with the
+# mutants it catches.
+# GQA 2x2, block 4: partial last blocks, a shared first block, several splits, unequal lengths
+@example(case=PagedCase((37, 70, 5), 0, 4, 2, 16, 4, None, "float16", 1, shared_blocks=1)).via(
+    "mutant:paged_attention.reads_past_seq_len mutant:paged_attention.last_split_wrong_table "
+    "mutant:paged_attention.merge_averages_splits mutant:paged_attention.gqa_interleaved_heads "
+    "mutant:paged_attention.drops_partial_last_block")
+# MQA, padding row (seq_len 0), seq_len 1, a window inside one long sequence (blocks wholly left of
+# it hold NaN), bf16
+@example(case=PagedCase((0, 1, 64, 33), 0, 8, 1, 32, 16, 5, "bfloat16", 2, spare_cols=2)).via(
+    "mutant:paged_attention.reads_left_of_window")
+# one long sequence, block 8: many tiles and many splits
+@example(case=PagedCase((150,), 0, 4, 1, 16, 8, None, "float16", 3, scale=0.3)).via(
+    "mutant:paged_attention.merge_averages_splits")
 @settings(max_examples=_scaled(10))
 @given(case=paged_cases())
 def test_decode_matches_contiguous_oracle(impl, device, case):
@@ -99,7 +89,12 @@ def test_decode_matches_contiguous_oracle(impl, device, case):
     _check(impl, case, device)
 
 
-@_pin(*SPEC_PINNED)
+# three draft tokens per sequence over a shared block: causal among themselves
+@example(case=PagedCase((40, 3, 17), 3, 4, 2, 16, 8, None, "float16", 4, shared_blocks=1)).via(
+    "mutant:paged_attention.spec_queries_see_all")
+# seq_len 2 < q_len 4: blind queries; window 9
+@example(case=PagedCase((2, 65), 4, 8, 2, 32, 1, 9, "bfloat16", 5)).via(
+    "mutant:paged_attention.spec_queries_see_all mutant:paged_attention.reads_left_of_window")
 @settings(max_examples=_scaled(5))
 @given(case=paged_cases(q_lens=(1, 2, 3, 4), max_len=48, groups=(1, 2, 4)))
 def test_speculative_tokens_match_oracle(impl, device, case):
@@ -120,6 +115,23 @@ def test_every_block_size(impl, device, block_size):
     alone = impl.get("paged_attention.paged_attention")(*x.args, **case.kwargs)
     assert isinstance(alone, torch.Tensor), "return_lse=False must return the output tensor alone"
     assert torch.equal(alone, out), "return_lse=False changed the output"
+
+
+# ------------------------------------------------------------------------------- defaults
+def test_omitted_arguments_mean_the_defaults(impl, device):
+    """Omitting ``scale``, ``window`` and ``return_lse`` gives, bit for bit, what passing the
+    documented defaults gives (scale=None, window=None, return_lse=False: out alone), and
+    ``scale=None`` is exactly ``1/sqrt(head_dim)`` (head_dim 16: 0.25). Three calls: the kernel
+    runs under the interpreter on CPU. Mutant: default_scale_unscaled."""
+    fn = impl.get("paged_attention.paged_attention")
+    x = PagedCase((21, 9), 0, 4, 2, 16, 4, None, "float16", 51, shared_blocks=1).build(device)
+    got = fn(*x.args)
+    assert isinstance(got, torch.Tensor), f"return_lse omitted must return out alone, got {type(got).__name__}"
+    want = fn(*x.args, scale=None, window=None, return_lse=False)
+    assert isinstance(want, torch.Tensor) and _same(got, want), (
+        "omitting scale, window, return_lse must mean scale=None, window=None, return_lse=False")
+    assert _same(got, fn(*x.args, scale=0.25, window=None, return_lse=False)), (
+        "scale=None must mean scale = 1/sqrt(head_dim) = 1/sqrt(16) = 0.25")
 
 
 # ------------------------------------------------------------------------------ bad input

@@ -2,6 +2,7 @@
 oracle over every cached sequence, and bad input."""
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
@@ -272,6 +273,9 @@ LOOKUP_BAD = [
     Bad("empty tokens", dict(tokens=()), ValueError, ("tokens",)),
     Bad("tokens None", dict(tokens=None), TypeError, ("tokens",)),
     Bad("bool token", dict(tokens=[1, True]), TypeError, ("tokens",)),
+    Bad("numpy int token", dict(tokens=[1, np.int64(2), 3]), TypeError, ("tokens",)),
+    Bad("float token", dict(tokens=[1, 2.0, 3]), TypeError, ("tokens",)),
+    Bad("token >= 2**64 is legal, a negative one is not", dict(tokens=[2**64, -1]), ValueError, ("tokens",)),
     Bad("unhashable extra_key", dict(extra_key={}), TypeError, ("extra_key",)),
 ]
 
