@@ -1,6 +1,18 @@
 """Sort-free batched sampling: the contract of reference/sampling.py, computed without sorting the
 vocabulary.
 
+On CUDA (float32 compute: float16/bfloat16/float32 logits) ``sample`` and ``sampling_probs`` run
+the sort-free Triton sampler of optimized/_sampling_triton.py (``sort_free``): one program per
+row finds the row's threshold key by a pivot search over the float bits of z (no sort, nothing
+of size vocab written) and draws by the contract's inverse CDF in token-id order with the
+contract's float64 uniform, so tokens equal the reference's for the same uniforms up to float32
+rounding at a cut or a CDF step (which the contract leaves open). ``SORT_FREE`` /
+INFERSPEC_SAMPLING_TRITON selects it ("1" also on the CPU, through the Triton interpreter, for
+batches of up to INTERPRET_MAX_ROWS rows x INTERPRET_MAX_VOCAB tokens: how CI runs the sampling
+spec through it; the 20,000-row chi-square draws then take the torch path on the CPU and the
+kernel natively on a GPU). Elsewhere
+(the CPU, float64) the torch paths below run:
+
 Every filter of the pinned order keeps an upper set of the scaled logits z, so a row's kept set is
 {t : z_t >= v} for one threshold v. This module finds v without a vocab-wide sort:
 
@@ -25,6 +37,7 @@ Numbers: docs/sampling.md (spec_tests/bench/sampling_speed.py).
 from __future__ import annotations
 
 import math
+import os
 import threading
 
 import torch
@@ -38,6 +51,7 @@ from reference.sampling import (  # noqa: F401  (SamplingParams re-exported: sam
     check_uniforms,
     draw_uniforms,
 )
+from reference._checks import compute_dtype
 
 KMAX_FAST = 256          # top_k up to this takes the topk fast path
 NB = 1024                # buckets of the general path's select
@@ -46,6 +60,12 @@ FUSED = "auto"           # the Triton tail: "auto" (on CUDA), True, False
 FUSED_KMAX = 128         # the fused tail handles k + 1 <= this
 ROW_BLOCK = 64           # CPU: rows per block of the general path (bounds its temporaries)
 CDF_CHUNK = 256          # the draw's two-level inverse CDF: chunk length
+# The sort-free Triton sampler (optimized/_sampling_triton.py: sort_free): "auto" = on CUDA for
+# float32 compute, "1" = everywhere (on the CPU through TRITON_INTERPRET=1: how CI runs the
+# sampling spec through it), "0" = never. Environment: INFERSPEC_SAMPLING_TRITON.
+SORT_FREE = os.environ.get("INFERSPEC_SAMPLING_TRITON", "auto")
+INTERPRET_MAX_VOCAB = 4096   # off CUDA (the interpreter runs one program at a time) "1" applies
+INTERPRET_MAX_ROWS = 64      # to batches up to this many rows of up to this many tokens
 
 
 _WS = threading.local()
@@ -65,9 +85,50 @@ def _buf(name: str, shape, dtype, device) -> torch.Tensor:
 
 
 # ----------------------------------------------------------------------------- steps 1-2
+_FLOAT_FIELDS = ("temperature", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
+
+
+def _scalar_inputs(logits, params):
+    """The common case -- every field one plain Python number, in range, no logit_bias, no seen
+    tokens -- resolved without the reference's per-row Python loops (~0.5-1 ms at batch 256,
+    more than the GPU sampler itself): the same Rows the reference's validation builds (same
+    float32 rounding of the values, one host-to-device copy per dtype). Anything else -- a
+    per-row value, a tensor, a bad value -- returns None and the reference's validation runs (so
+    every error and its message stay the reference's)."""
+    if params is None:
+        params = SamplingParams()
+    try:
+        vals = [getattr(params, n) for n in _FLOAT_FIELDS]
+        k = params.top_k
+        if params.logit_bias is not None:
+            return None
+    except AttributeError:
+        return None
+    if type(k) is not int or any(type(v) not in (int, float) for v in vals):
+        return None
+    t, tp, mp, rp, pp, fp = vals
+    if not (math.isfinite(t) and t >= 0 and k >= 0 and 0 < tp <= 1 and 0 <= mp <= 1
+            and math.isfinite(rp) and rp > 0 and math.isfinite(pp) and math.isfinite(fp)):
+        return None
+    batch = logits.shape[0]
+    dtype = compute_dtype(logits.dtype)
+    floats = torch.tensor(vals, dtype=dtype)[:, None].expand(len(vals), batch).contiguous().to(logits.device)
+    top_k = torch.full((batch,), k, dtype=torch.int64).to(logits.device)
+    f = dict(zip(_FLOAT_FIELDS, floats.unbind(0)))
+    host = {n: [v] * batch for n, v in zip(_FLOAT_FIELDS, vals)}
+    host["top_k"] = [k] * batch
+    rows = Rows(f["temperature"], top_k, f["top_p"], f["min_p"], f["repetition_penalty"],
+                f["presence_penalty"], f["frequency_penalty"], None, host)
+    return dtype, rows, None, None
+
+
 def _prepare(logits, params, prompt_tokens, output_tokens):
     """Validate (shared checks of the reference) and apply penalties and bias, batched."""
-    dtype, rows, prompt, output = check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
+    fast = None
+    if prompt_tokens is None and output_tokens is None:
+        check_logits(logits)
+        fast = _scalar_inputs(logits, params)
+    dtype, rows, prompt, output = fast or check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
     batch, vocab = logits.shape
     x = logits.detach()
     x = x if x.dtype == dtype else x.to(dtype)
@@ -341,6 +402,32 @@ def _fast(x: torch.Tensor, rows_t: dict, host: dict, u: torch.Tensor | None):
     return tokens, status, (ids, w)
 
 
+def _use_sort_free(x: torch.Tensor) -> bool:
+    if x.dtype != torch.float32 or SORT_FREE in ("0", False):
+        return False
+    if x.is_cuda:
+        return SORT_FREE in ("1", True, "auto")
+    return SORT_FREE in ("1", True) and x.shape[0] <= INTERPRET_MAX_ROWS and x.shape[1] <= INTERPRET_MAX_VOCAB
+
+
+def _sort_free(x: torch.Tensor, rows: Rows, u: torch.Tensor | None):
+    """The Triton sort-free sampler: tokens (u given) or dense probabilities (u None)."""
+    from optimized._sampling_triton import sort_free
+    tok, status, m, thr = sort_free(x, rows.temperature, rows.top_k, rows.top_p, rows.min_p, u)
+    if bool(status.any()):                               # the one device sync
+        _raise_bad(status)
+    if u is not None:
+        return tok
+    t = rows.temperature
+    z = (x - m[:, None]) / torch.where(t > 0, t, torch.ones_like(t))[:, None]
+    keep = ((0.0 - z).view(torch.int32) <= thr[:, None]) & (torch.exp(z) >= rows.min_p[:, None])
+    probs = torch.softmax(torch.where(keep, z, -math.inf), dim=1)
+    if any(v == 0 for v in rows.host["temperature"]):
+        greedy = torch.zeros_like(x).scatter_(1, x.argmax(dim=1, keepdim=True), 1.0)
+        probs = torch.where((t == 0)[:, None], greedy, probs)
+    return probs
+
+
 def _disable_fused(exc: Exception) -> None:
     global FUSED
     import warnings
@@ -462,6 +549,8 @@ def sampling_probs(logits, params: SamplingParams | None = None, *, prompt_token
     x, rows = _prepare(logits, params, prompt_tokens, output_tokens)
     if x.shape[0] == 0:
         return x.clone()
+    if _use_sort_free(x):
+        return _sort_free(x, rows, None)
     return _weights_or_tokens(x, rows, None)
 
 
@@ -484,6 +573,8 @@ def sample(logits, params: SamplingParams | None = None, generator: torch.Genera
     else:
         u = uniforms
     try:
+        if _use_sort_free(x):
+            return _sort_free(x, rows, u)
         return _weights_or_tokens(x, rows, u)
     except ValueError:
         if state is not None:       # a rejected call leaves the generator as it found it

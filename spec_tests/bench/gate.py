@@ -1,0 +1,281 @@
+"""The kernel regression gate: our speed relative to the best peer timed in the same run, per
+shape, held against the ratio recorded in ``docs/results/<kernel>_h200.json``.
+
+    ratio(shape) = (time of the fastest peer) / (our time)      medians, same process, same run
+    pass        iff measured ratio >= FACTOR x recorded ratio   for every gated shape
+
+Why ratios to a peer and not our time alone: the peer is timed in the same process a moment
+apart, so the clock, the driver, the GPU's temperature and the other tenants of the machine
+cancel out; a plain "ours vs the naive reference" gate with a 10x floor lets a 30 % regression
+through, a ratio to the best peer does not.
+
+Noise bounds (stated, and checked by spec_tests/bench/test_bench_gate_logic.py on synthetic
+numbers): FACTOR = 0.92 (override: INFERSPEC_GATE_FACTOR). The gate then
+  * fails any slowdown of our kernel by more than 1 / 0.92 - 1 = 8.7 % in time (a 10 % slowdown,
+    time x 1.10, gives ratio x 0.909 < 0.92: FAIL), other things equal;
+  * passes run-to-run noise of the ratio up to 8 % (measured on the H200: the same shapes rerun
+    with the same kernels reproduced within 1-3 %, docs/performance.md; the gate tests take the
+    median of 3 alternating rounds of do_bench medians).
+A factor of 0.90 (the issue's example) would let a 10 % time slowdown pass (0.909 > 0.90), so it
+is not the default. The recorded ratios are computed here from the measured JSON files written by
+the benchmark scripts (never typed by hand): refresh them by re-running the benchmark and
+committing its JSON.
+
+``python3 -m spec_tests.bench.gate`` prints the recorded ratios of every kernel.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+FACTOR = float(os.environ.get("INFERSPEC_GATE_FACTOR", "0.92"))
+
+# per kernel: its results file, our provider's name, the peers (full implementations of the same
+# operation: a gate against a partial operation, e.g. torch.sort alone, would compare apples and
+# pears), and how a row names its shape
+ATTENTION_PEERS = ("sdpa_cudnn", "sdpa_flash")
+SAMPLING_OURS = "optimized"
+SAMPLING_PEERS = ("transformers warpers + multinomial",)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """One shape's measurement: our median time and the fastest peer's."""
+    shape: str
+    ours_ms: float
+    peer: str
+    peer_ms: float
+
+    @property
+    def value(self) -> float:
+        """peer time / our time: > 1 means we are faster than every peer."""
+        return self.peer_ms / self.ours_ms
+
+
+def best_peer(shape: str, times: dict[str, float], ours: str, peers) -> Ratio:
+    """``times``: provider -> median ms for one shape. The fastest of ``peers`` present."""
+    if ours not in times:
+        raise KeyError(f"{shape}: no time for {ours!r} (have {sorted(times)})")
+    present = {p: times[p] for p in peers if p in times and times[p] is not None}
+    if not present:
+        raise KeyError(f"{shape}: no peer timed (want one of {list(peers)}, have {sorted(times)})")
+    peer = min(present, key=present.get)
+    return Ratio(shape, float(times[ours]), peer, float(present[peer]))
+
+
+# ----------------------------------------------------------------------------- shape names
+def attention_shape(pass_: str, dtype: str, b: int, h: int, n: int, d: int, causal: bool) -> str:
+    return f"attention {pass_} {dtype} B{b} H{h} N{n} D{d} {'causal' if causal else 'full'}"
+
+
+def sampling_shape(dist: str, config: str, batch: int, vocab: int) -> str:
+    return f"sampling {batch}x{vocab} {dist} / {config}"
+
+
+# ----------------------------------------------------------------------------- recorded ratios
+def _load(name: str, path: str | os.PathLike | None) -> dict:
+    p = Path(path) if path is not None else RESULTS / name
+    with open(p) as f:
+        return json.load(f)
+
+
+def recorded_attention(path=None) -> dict[str, Ratio]:
+    """From ``docs/results/attention_h200.json`` (spec_tests/bench/h200_attention.py): rows of
+    (pass, dtype, B, H, N, D, causal, provider, ms)."""
+    data = _load("attention_h200.json", path)
+    times: dict[str, dict[str, float]] = {}
+    for r in data["rows"]:
+        if "ms" not in r:
+            continue
+        key = attention_shape(r["pass"], r["dtype"], r["B"], r["H"], r["N"], r["D"], r["causal"])
+        times.setdefault(key, {})[r["provider"]] = r["ms"]
+    return {k: best_peer(k, t, "ours", ATTENTION_PEERS) for k, t in times.items()
+            if "ours" in t and any(p in t for p in ATTENTION_PEERS)}
+
+
+def recorded_sampling(path=None) -> dict[str, Ratio]:
+    """From ``docs/results/sampling_speed_h200.json`` (spec_tests/bench/sampling_speed.py)."""
+    data = _load("sampling_speed_h200.json", path)
+    b, v = data["info"]["batch"], data["info"]["vocab"]
+    times: dict[str, dict[str, float]] = {}
+    for r in data["results"]:
+        times.setdefault(sampling_shape(r["dist"], r["config"], b, v), {})[r["impl"]] = r["median_ms"]
+    return {k: best_peer(k, t, SAMPLING_OURS, SAMPLING_PEERS) for k, t in times.items()
+            if SAMPLING_OURS in t and any(p in t for p in SAMPLING_PEERS)}
+
+
+RECORDED = {"attention": recorded_attention, "sampling": recorded_sampling}
+
+
+# ----------------------------------------------------------------------------- the check
+@dataclass
+class Report:
+    factor: float
+    lines: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def explain(self) -> str:
+        head = (f"regression gate (measured ratio >= {self.factor:g} x recorded ratio; ratio = best "
+                f"peer time / our time): {'PASS' if self.ok else f'FAIL at {len(self.failures)} shape(s)'}")
+        return "\n".join([head] + self.lines)
+
+
+def check(measured: dict[str, Ratio], recorded: dict[str, Ratio], factor: float = FACTOR) -> Report:
+    """Every measured shape must be recorded and meet ``factor`` x its recorded ratio. The
+    explanation names, per shape, both times, the peer, both ratios, the floor and the verdict."""
+    rep = Report(factor)
+    for shape, m in sorted(measured.items()):
+        rec = recorded.get(shape)
+        if rec is None:
+            line = f"  {shape}: NOT RECORDED (no such shape in docs/results; re-run its benchmark)"
+            rep.lines.append(line)
+            rep.failures.append(line)
+            continue
+        floor = factor * rec.value
+        ok = m.value >= floor
+        line = (f"  {shape}: ours {m.ours_ms:.4g} ms, best peer {m.peer} {m.peer_ms:.4g} ms -> ratio "
+                f"{m.value:.3f}; recorded {rec.value:.3f} ({rec.peer}); floor {floor:.3f} "
+                f"[{'ok' if ok else 'FAIL'}]")
+        if not ok:
+            slower = rec.value / m.value - 1
+            line += f" -- ours is {100 * slower:.1f} % slower relative to {m.peer} than when recorded"
+            rep.failures.append(line)
+        rep.lines.append(line)
+    if not measured:
+        rep.failures.append("  nothing measured")
+    return rep
+
+
+def median_times(fns: dict, rounds: int = 3, bench=None) -> dict[str, float]:
+    """Median over ``rounds`` alternating rounds of ``bench(fn)`` (default: triton's do_bench
+    median, 5 ms warm-up, 25 ms of repeats) for every provider."""
+    if bench is None:
+        import triton
+
+        def bench(fn):
+            return triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            times[k].append(bench(fn))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+# ----------------------------------------------------------------------------- measuring (CUDA)
+# The shapes the GPU gate tests and gate_proof.py measure: (pass, dtype, N, D, causal) at the
+# recorded batch x N = 16k tokens, heads x D = 2048 (spec_tests/bench/h200_attention.py).
+ATTENTION_GATE_SHAPES = (("fwd", "fp16", 4096, 128, True), ("fwd", "bf16", 4096, 128, False),
+                         ("fwd", "fp16", 4096, 64, True), ("bwd", "fp16", 4096, 128, True))
+# A deliberately worse forward tile config per head_dim (from the tile sweep in
+# docs/results/attention_h200.json: 12-17 % slower at D = 128, 25-29 % at D = 64 than the
+# shipped defaults there), used ONLY by gate_proof.py --slow=tile; the kernel users call never sees it.
+SLOW_FWD_CONFIG = {64: dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, WARP_SPEC=False),
+                   128: dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, WARP_SPEC=False)}
+
+
+def measure_attention(pass_: str, dtype: str, n: int, d: int, causal: bool, *, slow: str | None = None,
+                      rounds: int = 3) -> Ratio:
+    """Time ours and the SDPA peers on one recorded shape (alternating rounds, do_bench medians)
+    exactly as h200_attention.py records them. ``slow`` plants a slowdown in OUR provider only:
+    "tile" = SLOW_FWD_CONFIG, "extra10" = the same kernel plus ~10 % more work (the kernel run
+    again on ceil(B*H/10) of the heads)."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    import optimized.flash_attention as fa
+    from spec_tests.bench.h200_attention import DTYPES, TOKENS, WIDTH, make, ours_fwd
+    b, h = TOKENS // n, WIDTH // d
+    q, k, v = make(b, h, n, d, DTYPES[dtype], requires_grad=pass_ == "bwd")
+    scale = 1 / math.sqrt(d)
+    cfg = SLOW_FWD_CONFIG[d] if slow == "tile" else None
+    n10 = math.ceil(b * h / 10)
+    part = [t.detach().reshape(1, b * h, n, d)[:, :n10] for t in (q, k, v)]
+    fns = {}
+    if pass_ == "fwd":
+        def ours():
+            with torch.no_grad():
+                ours_fwd(q, k, v, causal, cfg)
+                if slow == "extra10":
+                    ours_fwd(*part, causal)
+        fns["ours"] = ours
+        for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+            def sdpa(backend=backend):
+                with torch.no_grad(), sdpa_kernel(backend):
+                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            fns[name] = sdpa
+        times = median_times(fns, rounds)
+    else:
+        if slow is not None:
+            raise ValueError("the planted slowdowns are forward-only")
+        do = torch.randn_like(q)
+        qd, kd, vd = q.detach(), k.detach(), v.detach()
+        out, lse = ours_fwd(qd, kd, vd, causal)
+        fns["ours"] = lambda: fa._flash_backward(do, qd, kd, vd, out, lse, None, None, None, 0, 0, causal,
+                                                 None, scale, None)
+        outs = {}
+        for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
+            with sdpa_kernel(backend):
+                outs[name] = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            fns[name] = lambda o=outs[name]: o.backward(do, retain_graph=True)
+        import triton
+
+        def bench(fn):
+            return triton.testing.do_bench(fn, warmup=5, rep=25, grad_to_none=[q, k, v], return_mode="median")
+        times = median_times(fns, rounds, bench)
+    shape = attention_shape(pass_, dtype, b, h, n, d, causal)
+    return best_peer(shape, times, "ours", ATTENTION_PEERS)
+
+
+def measure_sampling(dist: str, config: str, batch: int = 256, vocab: int = 128256, rounds: int = 15) -> Ratio:
+    """Time the whole optimized ``sample()`` call and transformers' warpers + multinomial on one
+    recorded sampling workload, CUDA events, alternating rounds (as sampling_speed.py does)."""
+    import torch
+
+    import optimized.sampling as opt
+    from reference.sampling import SamplingParams
+    from spec_tests.bench.sampling_speed import CONFIGS, Timer, hf_chain, make_logits
+    x = make_logits(batch, vocab, dist, "cuda")
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    p = SamplingParams(**CONFIGS[config])
+    hf = hf_chain(CONFIGS[config])
+    if hf is None:
+        raise RuntimeError("transformers is not installed: no peer to gate the sampler against")
+    fns = {SAMPLING_OURS: lambda: opt.sample(x, p, gen), SAMPLING_PEERS[0]: lambda: hf(x, gen)}
+    timer = Timer("cuda")
+    for fn in fns.values():
+        fn()
+        fn()
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            times[k].append(timer(fn))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return best_peer(sampling_shape(dist, config, batch, vocab), med, SAMPLING_OURS, SAMPLING_PEERS)
+
+
+def main() -> int:
+    for kernel, load in RECORDED.items():
+        try:
+            rec = load()
+        except FileNotFoundError as exc:
+            print(f"{kernel}: no recorded results ({exc})")
+            continue
+        print(f"{kernel}: {len(rec)} recorded shapes")
+        for shape, r in sorted(rec.items()):
+            print(f"  {shape}: ours {r.ours_ms:.4g} ms, {r.peer} {r.peer_ms:.4g} ms, ratio {r.value:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

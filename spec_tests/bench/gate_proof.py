@@ -1,0 +1,77 @@
+"""Proof of the regression gate on the GPU (spec_tests/bench/gate.py), in one run (< 90 s):
+
+  1. the shipped FlashAttention forward passes the gate on every forward gate shape, three runs
+     out of three (each run: every shape measured afresh, alternating do_bench rounds);
+  2. a planted slowdown of the kernel fails it on every shape: ``tile`` = a deliberately worse
+     tile config (gate.SLOW_FWD_CONFIG, passed to the launch here, never set in the kernel's
+     defaults) and ``extra10`` = the same kernel doing ~10 % more work per call;
+  3. for each plant, the measured slowdown of our time against the shipped kernel in the same run
+     (so the plant's size is known, not assumed).
+
+    PYTHONPATH=. python3 spec_tests/bench/gate_proof.py                 # writes $OUT/gate_proof.json
+    PYTHONPATH=. python3 spec_tests/bench/gate_proof.py --slow tile     # one planted run only
+Exit status 0 iff the shipped kernel passed 3/3 and every plant failed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from spec_tests.bench import gate
+
+SHAPES = [s for s in gate.ATTENTION_GATE_SHAPES if s[0] == "fwd"]
+
+
+def one_run(slow: str | None, recorded) -> dict:
+    measured = {}
+    for shape in SHAPES:
+        m = gate.measure_attention(*shape, slow=slow)
+        measured[m.shape] = m
+    rep = gate.check(measured, recorded)
+    print(rep.explain(), flush=True)
+    return dict(slow=slow, passed=rep.ok, explanation=rep.explain(),
+                measured={k: dict(ours_ms=v.ours_ms, peer=v.peer, peer_ms=v.peer_ms, ratio=v.value)
+                          for k, v in measured.items()})
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--slow", choices=["tile", "extra10"], action="append", default=None,
+                    help="the planted slowdowns to run (default: both)")
+    ap.add_argument("--shipped-runs", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    import torch
+    t0 = time.perf_counter()
+    recorded = gate.recorded_attention()
+    info = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, factor=gate.FACTOR,
+                shapes=[list(s) for s in SHAPES], cmd=" ".join(["python3", os.path.relpath(__file__)] + sys.argv[1:]))
+    print(json.dumps(info), flush=True)
+    shipped = [one_run(None, recorded) for _ in range(args.shipped_runs)]
+    planted = [one_run(s, recorded) for s in (args.slow or ["tile", "extra10"])]
+    for pr in planted:                  # the plant's size, measured against the shipped runs
+        pr["slowdown_vs_shipped"] = {
+            k: v["ours_ms"] / min(r["measured"][k]["ours_ms"] for r in shipped) - 1
+            for k, v in pr["measured"].items()}
+    ok = all(r["passed"] for r in shipped) and not any(r["passed"] for r in planted)
+    summary = dict(shipped_passed=f"{sum(r['passed'] for r in shipped)}/{len(shipped)}",
+                   planted={r["slow"]: dict(passed=r["passed"], slowdown_vs_shipped={
+                       k: round(v, 3) for k, v in r["slowdown_vs_shipped"].items()}) for r in planted},
+                   gate_proved=ok, wall_s=round(time.perf_counter() - t0, 1))
+    print(json.dumps(summary, indent=1))
+    payload = dict(info=info, summary=summary, shipped=shipped, planted=planted)
+    paths = [args.out] if args.out else []
+    if os.environ.get("OUT"):
+        paths.append(os.path.join(os.environ["OUT"], "gate_proof.json"))
+    for path in paths:
+        with open(path, "w") as f:
+            json.dump(payload, f, indent=1)
+        print("wrote", path)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

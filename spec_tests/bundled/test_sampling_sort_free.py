@@ -1,0 +1,155 @@
+"""The sort-free Triton sampler of optimized/sampling.py (optimized/_sampling_triton.py:
+sort_free), forced on at small vocabularies so the CPU interpreter runs it: against the
+reference, token for token with the same uniforms and kept set for kept set, on the cases where
+a threshold search can go wrong -- ties straddling the top-k and top-p cuts, -inf tokens, a
+single finite token, dynamic ranges from 1e-30 to 1e4, vocab 1, greedy rows, bad rows. Private
+helper of the bundled code: never run against a submission (the contract: spec_tests/sampling/;
+to run that whole spec through this path on the CPU: INFERSPEC_SAMPLING_TRITON=1 pytest
+spec_tests/sampling --impl optimized)."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import optimized.sampling as opt
+import reference.sampling as ref
+from reference.sampling import SamplingParams
+
+pytestmark = pytest.mark.concept("sampling")
+triton = pytest.importorskip("triton")
+
+
+@pytest.fixture
+def sort_free(monkeypatch):
+    monkeypatch.setattr(opt, "SORT_FREE", "1")
+
+
+def _rows(kind: str, b: int, vocab: int, g) -> torch.Tensor:
+    if kind == "randn":
+        return torch.randn(b, vocab, generator=g) * 3
+    if kind == "ints":                                   # many ties at every cut
+        return torch.randint(-3, 4, (b, vocab), generator=g).float()
+    if kind == "neginf":                                 # banned tokens among the candidates
+        x = torch.randn(b, vocab, generator=g)
+        x[:, ::3] = -math.inf
+        x[:, 1] = 2.0
+        return x
+    if kind == "tiny":                                   # values near 0: keys at tiny exponents
+        return torch.randn(b, vocab, generator=g) * 1e-30
+    if kind == "wide":                                   # a few huge outliers, the rest O(1)
+        x = torch.randn(b, vocab, generator=g)
+        x[:, ::17] *= 1e4
+        return x
+    raise ValueError(kind)
+
+
+PARAMS = dict(temperature=[0.7, 1.0, 1.3, 0.5, 2.0, 1e-6], top_k=[5, 0, 50, 3, 1, 0],
+              top_p=[0.9, 0.5, 1.0, 0.8, 0.95, 0.3], min_p=[0.0, 0.0, 0.1, 0.0, 0.3, 0.05])
+
+
+@pytest.mark.parametrize("vocab,kind", [(7, "ints"), (300, "randn"), (300, "ints"), (300, "neginf"),
+                                        (300, "tiny"), (300, "wide"),
+                                        *[pytest.param(7, k, marks=pytest.mark.slow)
+                                          for k in ("randn", "neginf", "tiny", "wide")]])
+def test_sort_free_equals_reference(sort_free, kind, vocab):
+    """Same probabilities (kept set and values) and the same token for the same uniforms."""
+    g = torch.Generator().manual_seed(vocab + len(kind))
+    x = _rows(kind, 6, vocab, g)
+    p = SamplingParams(**PARAMS)
+    u = torch.rand(6, generator=g, dtype=torch.float64)
+    assert torch.equal(opt.sample(x, p, uniforms=u), ref.sample(x, p, uniforms=u))
+    pr, po = ref.sampling_probs(x, p), opt.sampling_probs(x, p)
+    assert torch.equal(pr > 0, po > 0)
+    torch.testing.assert_close(po, pr, rtol=0, atol=1e-6)
+
+
+def test_ties_straddling_the_cuts_are_kept_together(sort_free):
+    """Top-k 2 on [3, 3, 3, 0]: the tie crossing the 2nd place keeps all three; top-p 0.4 on four
+    equal tokens (the cut falls inside the tie group) keeps all four; top-p 0.5 on [a, b, b] with
+    q = [0.5, 0.25, 0.25] keeps a only (mass above b is 0.5, not < 0.5)."""
+    x = torch.tensor([[3.0, 3.0, 3.0, 0.0], [1.0, 1.0, 1.0, 1.0], [math.log(2.0), 0.0, 0.0, -math.inf]])
+    p = SamplingParams(top_k=[2, 0, 0], top_p=[1.0, 0.4, 0.5])
+    probs = opt.sampling_probs(x, p)
+    assert (probs > 0).tolist() == [[True, True, True, False], [True] * 4, [True, False, False, False]]
+    assert torch.equal(probs > 0, ref.sampling_probs(x, p) > 0)
+    for uu in (0.0, 0.3, 0.6, 0.999):
+        u = torch.full((3,), uu, dtype=torch.float64)
+        assert torch.equal(opt.sample(x, p, uniforms=u), ref.sample(x, p, uniforms=u))
+
+
+def test_edges_vocab_one_greedy_single_finite(sort_free):
+    x = torch.tensor([[0.5], [-2.0]])
+    u = torch.tensor([0.7, 0.1], dtype=torch.float64)
+    assert opt.sample(x, SamplingParams(top_k=1, top_p=0.1), uniforms=u).tolist() == [0, 0]
+    x = torch.tensor([[1.0, 5.0, 5.0, 2.0], [-math.inf, -math.inf, 4.0, -math.inf]])
+    p = SamplingParams(temperature=[0.0, 1.0], top_k=[0, 3], top_p=[1.0, 0.2])
+    assert opt.sample(x, p, uniforms=torch.tensor([0.9, 0.9], dtype=torch.float64)).tolist() == [1, 2]
+    assert torch.equal(opt.sampling_probs(x, p), ref.sampling_probs(x, p))
+
+
+@pytest.mark.parametrize("bad,word", [(math.nan, "NaN"), (math.inf, "+inf"), (-math.inf, "every token")])
+def test_bad_rows_are_named_and_leave_the_generator(sort_free, bad, word):
+    x = torch.randn(3, 20, generator=torch.Generator().manual_seed(0))
+    if bad == -math.inf:
+        x[1] = -math.inf
+    else:
+        x[1, 4] = bad
+    g = torch.Generator().manual_seed(5)
+    before = g.get_state()
+    with pytest.raises(ValueError, match="row 1") as info:
+        opt.sample(x, SamplingParams(top_p=0.9), g)
+    assert word in str(info.value) and torch.equal(g.get_state(), before)
+
+
+def test_seeded_draw_is_the_contracts(sort_free):
+    """With a generator: the same tokens as the reference with the same seed (one float64 per row)."""
+    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(1)) * 2
+    p = SamplingParams(temperature=0.8, top_k=20, top_p=0.9)
+    a = opt.sample(x, p, torch.Generator().manual_seed(9))
+    b = ref.sample(x, p, torch.Generator().manual_seed(9))
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("cap", [16, 1024])
+def test_gathered_and_row_paths_agree(cap):
+    """The top-k search's gathered finish (CAP) and its row path give the same thresholds and
+    tokens: CAP 16 leaves most of a 300-token row to the row passes, 1024 gathers at once."""
+    from optimized._sampling_triton import sort_free
+    from reference.sampling import resolve_params
+    g = torch.Generator().manual_seed(cap)
+    x = torch.cat([torch.randn(3, 300, generator=g) * 3, torch.randint(-2, 3, (3, 300), generator=g).float()])
+    p = SamplingParams(temperature=0.9, top_k=[1, 7, 40, 2, 30, 299], top_p=[1.0, 0.7, 0.9, 1.0, 0.5, 0.95],
+                       min_p=[0.0, 0.0, 0.05, 0.0, 0.0, 0.1])
+    rows = resolve_params(p, 6, 300, torch.float32, "cpu")
+    u = torch.rand(6, generator=g, dtype=torch.float64)
+    tok, status, _, thr = sort_free(x, rows.temperature, rows.top_k, rows.top_p, rows.min_p, u,
+                                    config=dict(CAP=cap, BLOCK=128))
+    assert status.tolist() == [0] * 6
+    assert torch.equal(tok, ref.sample(x, p, uniforms=u))
+    _, _, _, thr_row = sort_free(x, rows.temperature, rows.top_k, rows.top_p, rows.min_p, None,
+                                 config=dict(CAP=16 if cap == 1024 else 1024, BLOCK=128))
+    assert torch.equal(thr, thr_row)
+
+
+@pytest.mark.slow
+def test_kernel_compiles_for_sm90():
+    """The kernel compiles for an H100/H200 (sm_90) without a GPU: catches what the interpreter
+    accepts and the compiler does not (globals, loop-carried types)."""
+    import os
+    import subprocess
+    import sys
+    code = ("from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource; import triton;"
+            "import optimized._sampling_triton as m;"
+            "sig={'x_ptr':'*fp32','stride':'i32','V':'i32','temp_ptr':'*fp32','k_ptr':'*i64','p_ptr':'*fp32',"
+            "'minp_ptr':'*fp32','u_ptr':'*fp64','tok_ptr':'*i64','status_ptr':'*i32','m_ptr':'*fp32',"
+            "'thr_ptr':'*i32','gz_ptr':'*fp32','gi_ptr':'*i32','HAS_U':'constexpr','BLOCK':'constexpr',"
+            "'PP':'constexpr','CAP':'constexpr'};"
+            "c=m.SORT_FREE_CONFIG;"
+            "triton.compile(ASTSource(fn=m._sort_free_kernel, signature=sig, constexprs={'HAS_U': True,"
+            "'BLOCK': c['BLOCK'], 'PP': c['PP'], 'CAP': c['CAP']}), target=GPUTarget('cuda', 90, 32),"
+            "options=dict(num_warps=c['num_warps']))")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
