@@ -292,7 +292,7 @@ def _sort_free_kernel(x_ptr, stride, V, temp_ptr, k_ptr, p_ptr, minp_ptr, u_ptr,
             if (k > 0) & (k < V):
                 if nfin >= k:                           # else -inf tokens are among the top k
                     lo, hi, fhi = _select_k(base, V, m, temp, zero, hi0, k.to(tl.float32),
-                                            V.to(tl.float32), CAP, BLOCK, PP)
+                                            tl.cast(V, tl.float32), CAP, BLOCK, PP)
                     thr = hi
                     if lo < hi:                         # <= CAP tokens have key <= hi: gather them
                         n = zero                        # (in token-id order) and finish on them

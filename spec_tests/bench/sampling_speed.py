@@ -105,6 +105,7 @@ def check_correctness(device, vocab: int) -> dict:
         p = SamplingParams(temperature=0.7, top_k=50, top_p=0.9, min_p=0.02)
         saved = opt.FUSED, opt.SORT_FREE
         try:
+            opt.SORT_FREE = "1"
             sf = opt.sample(x, p, uniforms=u)
             opt.SORT_FREE = "0"             # the previous path: topk + fused tail / torch tail
             opt.FUSED = True
@@ -171,14 +172,15 @@ def sort_based_top_p(x, p: float, generator):
 
 def contenders(device, name, kw, x, gen):
     p = SamplingParams(**kw)
-    runs = {"optimized": lambda: opt.sample(x, p, gen)}
+    runs = {"optimized": lambda: opt.sample(x, p, gen)}      # the default path
     if device == "cuda":
         import optimized._sampling_triton as tri
-        runs["optimized, previous path (topk / bucket select)"] = _with(
-            {(opt, "SORT_FREE"): "0"}, lambda: opt.sample(x, p, gen))
+        runs["optimized sort-free (INFERSPEC_SAMPLING_TRITON=1)"] = _with(
+            {(opt, "SORT_FREE"): "1"}, lambda: opt.sample(x, p, gen))
         for label, cfg in SWEEP.items():
             runs[f"optimized sort-free {label}"] = _with(
-                {(tri, "SORT_FREE_CONFIG"): dict(tri.SORT_FREE_CONFIG, **cfg)}, lambda: opt.sample(x, p, gen))
+                {(opt, "SORT_FREE"): "1", (tri, "SORT_FREE_CONFIG"): dict(tri.SORT_FREE_CONFIG, **cfg)},
+                lambda: opt.sample(x, p, gen))
         runs["torch.sort alone"] = lambda: torch.sort(x, dim=1, descending=True)
         if "top_k" not in kw:
             runs["torch.sort top-p sampler"] = lambda: sort_based_top_p(x, kw["top_p"], gen)
@@ -202,10 +204,11 @@ def device_tokens_check(device, vocab: int, batch: int) -> dict:
         u = torch.rand(batch, generator=torch.Generator().manual_seed(7), dtype=torch.float64).to(device)
         for name, kw in CONFIGS.items():
             p = SamplingParams(**kw)
-            a = opt.sample(x, p, uniforms=u)
+            a = _with({(opt, "SORT_FREE"): "1"}, lambda: opt.sample(x, p, uniforms=u))()
             b = _with({(opt, "SORT_FREE"): "0"}, lambda: opt.sample(x, p, uniforms=u))()
             r = ref.sample(x, p, uniforms=u)
-            kept_same = int((ref.sampling_probs(x[:16], p) > 0).eq(opt.sampling_probs(x[:16], p) > 0).all(1).sum())
+            kept = _with({(opt, "SORT_FREE"): "1"}, lambda: opt.sampling_probs(x[:16], p) > 0)()
+            kept_same = int((ref.sampling_probs(x[:16], p) > 0).eq(kept).all(1).sum())
             out[f"{dist} / {name}"] = dict(rows=batch, same_as_reference=int((a == r).sum()),
                                            same_as_previous_path=int((a == b).sum()),
                                            kept_set_same_rows_of_16=kept_same)
