@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from conformance import mutants
@@ -87,20 +88,28 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seeds", default="1,2,3,4,5", help="dev-profile seeds (default 1,2,3,4,5)")
     p.add_argument("--concept", action="append", default=[], help="only these concepts")
     p.add_argument("--json", default=None, help="write the per-mutant results here")
-    p.add_argument("--jobs", type=int, default=None)
+    p.add_argument("--jobs", type=int, default=1, help="processes per seed (default 1; the seeds run side by side)")
     args = p.parse_args(argv)
     wanted = {c for arg in args.concept for c in arg.split(",") if c}
     from conformance.registry import CONCEPTS
     selected = [(c, m) for c in (sorted(wanted) if wanted else CONCEPTS) for m in mutants.table(c)]
     seeds = [int(s) for s in args.seeds.split(",") if s]
     rows = {(c, m.name): [] for c, m in selected}
-    for seed in seeds:
-        t0 = time.monotonic()
+    t0 = time.monotonic()
+
+    def one(seed: int) -> dict:
         report = run(selected, profile="dev", seed=seed, jobs=args.jobs)
+        caught = sum(verdict(report, c, m.name)[0] for c, m in selected)
+        print(f"seed {seed}: {caught}/{len(rows)} caught, done after {time.monotonic() - t0:.0f} s", flush=True)
+        return report
+
+    # the seeds run side by side (each its own group processes): one slow concept group of one
+    # seed then overlaps the others instead of leaving cores idle
+    with ThreadPoolExecutor(max_workers=len(seeds) or 1) as pool:
+        reports = list(pool.map(one, seeds))
+    for report in reports:
         for c, m in selected:
             rows[(c, m.name)].append(verdict(report, c, m.name))
-        caught = sum(rows[k][-1][0] for k in rows)
-        print(f"seed {seed}: {caught}/{len(rows)} caught in {time.monotonic() - t0:.0f} s", flush=True)
     missed = [(k, v) for k, v in rows.items() if not all(ok for ok, _ in v)]
     for (c, name), v in rows.items():
         marks = " ".join("F" if ok else "-" for ok, _ in v)
