@@ -39,7 +39,7 @@ def groups(selected: list[tuple[str, object]], n: int) -> list[list[str]]:
 
 
 def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp: Path | None = None,
-        jobs: int | None = None, timeout: float = 3000) -> dict:
+        jobs: int | None = None, timeout: float = 4 * 3600) -> dict:
     """Run the mutants (``[(concept, mutant)]``, default all) and return the merged report JSON
     (``{"concepts": {cid: {impl_id: cell}}}``). Raises RuntimeError when a group wrote no report."""
     selected = mutants.all_mutants() if selected is None else list(selected)
