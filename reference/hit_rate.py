@@ -89,13 +89,12 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from reference._checks import check_int, check_real, is_int
-from reference.radix import RadixCache
+from reference._checks import check_int, check_real
+from reference.radix import TOKEN_LIMIT, RadixCache, check_ids
 
 __all__ = ["replay", "hit_rates", "prefill_time", "time_saved", "simulate"]
 __optional__: list[str] = []
 
-TOKEN_LIMIT = 2**32
 POLICIES = ("fcfs", "lpm")
 
 
@@ -109,15 +108,10 @@ PrefillCost.__doc__ = ("The prefill cost model's constants (seconds): ``a`` per 
 
 # --- argument checks ---------------------------------------------------------------------------
 def check_prompt(name: str, prompt) -> tuple:
-    if not isinstance(prompt, (list, tuple)):
-        raise TypeError(f"{name}: a prompt must be a list or tuple of token ids, got {type(prompt).__name__}")
+    """The radix cache's token rule (a list or tuple of ints in [0, 2**32)), and not empty."""
+    check_ids(name, prompt, TOKEN_LIMIT)
     if not prompt:
         raise ValueError(f"{name}: a prompt must not be empty (it has at least its last token)")
-    for t in prompt:
-        if not is_int(t):
-            raise TypeError(f"{name}: token ids must be ints, got {t!r}")
-        if not 0 <= t < TOKEN_LIMIT:
-            raise ValueError(f"{name}: token ids must be in [0, 2**32), got {t}")
     return tuple(prompt)
 
 
