@@ -1,10 +1,18 @@
 """Batch-invariant kernels in Triton (course 08.10, 08.11): the contract of
 reference/batch_invariant.py, fast.
 
-* ``matmul``: a tiled matmul with ONE tile configuration per dtype (``TILES``) and no split-K:
-  output tile (BLOCK_M x BLOCK_N) is one program that walks K in BLOCK_K steps, accumulating in
-  float32 in the same order whatever M is. A row's result therefore depends only on K (the
-  within-tile ``tl.dot`` order is the hardware's, but it is the same for every M and position).
+* ``matmul``: a tiled matmul with no split-K and ONE reduction configuration per dtype
+  (BLOCK_K): each output tile (BLOCK_M x BLOCK_N) is one program that walks K in BLOCK_K steps,
+  accumulating in float32 in the same order whatever M is. A row's result therefore depends only
+  on K. The output tile's M x N size is the only thing chosen from the shape: ``TILES`` above
+  ``SMALL_M`` rows, ``TILES_SMALL_M`` at or below it (so that a decode-sized M still launches
+  enough programs to fill the GPU). A tile's M x N size is not a reduction dimension; that it
+  leaves every element's bits unchanged (the tensor-core instruction adds an element's K-group in
+  the same order whatever the tile) was measured on the H200 for 8 bfloat16 and 4 float32 tile
+  shapes, M in {1, 16, 129, 300, 512}, all bitwise equal to the shipped tile
+  (spec_tests/bench/bi_tile_probe.py, docs/results/bi_tile_probe_h200.json), and is checked on
+  every GPU run by ``test_matmul_tile_choice_keeps_bits`` and the 1-vs-129-rows invariance
+  property, which crosses ``SMALL_M``.
 * ``rms_norm``, ``log_softmax``, ``softmax``: one program per row; the row is read in chunks of
   ``ROW_BLOCK`` = 1024 columns accumulated lane-wise in float32, then one ``tl.sum`` tree — an
   order that depends only on the row's length.
@@ -59,12 +67,20 @@ __all__ = ["fixed_order_sum", "matmul", "rms_norm", "log_softmax", "softmax",
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# One tile configuration per dtype, never chosen from the shape: (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)
+# (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages). BLOCK_K (the reduction) is one per dtype, never
+# chosen from the shape; the output tile shrinks at M <= SMALL_M (bits unchanged: module doc).
 TILES = {
     torch.bfloat16: (128, 256, 64, 8, 3),
     torch.float16: (128, 256, 64, 8, 3),
     torch.float32: (64, 64, 32, 4, 3),
 }
+SMALL_M = 128
+TILES_SMALL_M = {
+    torch.bfloat16: (64, 64, 64, 4, 4),
+    torch.float16: (64, 64, 64, 4, 4),
+    torch.float32: (32, 64, 32, 4, 3),
+}
+assert all(TILES[d][2] == TILES_SMALL_M[d][2] for d in TILES), "one BLOCK_K per dtype"
 ROW_BLOCK = 1024
 
 if triton is not None:
@@ -231,7 +247,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return _ref.matmul(a, b)
     (M, K), N = a.shape, b.shape[1]
     c = torch.empty(M, N, dtype=a.dtype, device=a.device)
-    bm, bn, bk, warps, stages = TILES[a.dtype]
+    bm, bn, bk, warps, stages = (TILES_SMALL_M if M <= SMALL_M else TILES)[a.dtype]
     grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
     _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                          c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,

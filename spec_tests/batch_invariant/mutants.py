@@ -79,8 +79,8 @@ MUTANTS = [
           "The Triton matmul halves BLOCK_K from 128 rows on (a tile configuration chosen from "
           "M): the float32 accumulation order over K, and so a row's bits, change with the batch.",
           "optimized/batch_invariant.py",
-          "    bm, bn, bk, warps, stages = TILES[a.dtype]\n",
-          "    bm, bn, bk, warps, stages = TILES[a.dtype]\n"
+          "    bm, bn, bk, warps, stages = (TILES_SMALL_M if M <= SMALL_M else TILES)[a.dtype]\n",
+          "    bm, bn, bk, warps, stages = (TILES_SMALL_M if M <= SMALL_M else TILES)[a.dtype]\n"
           "    bk = bk if M < 128 else bk // 2\n"),
     Patch("kernel_split_from_longest",
           "The Triton decode kernel cuts every sequence into splits of a size chosen from the "

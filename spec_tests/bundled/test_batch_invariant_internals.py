@@ -48,3 +48,36 @@ def test_decode_attention_bits_equal_reference_when_order_free(device, dt):
     assert same_bits(want.cpu(), mean.float().to(d)), "reference: not the correctly rounded mean"
     assert same_bits(got.cpu(), want.cpu()), (
         f"order-free decode differs from the reference: max diff {(got.cpu().double() - want.cpu().double()).abs().max():.3e}")
+
+
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_matmul_tile_choice_keeps_bits(device, dt):
+    """optimized.matmul picks a smaller output tile at M <= SMALL_M; the reduction (BLOCK_K, the K
+    loop) is the same, so every element's bits must be the same with either tile. Rows 0..M-1 of
+    an M > SMALL_M product (large tile) == the same rows computed with the small tile, and the
+    small-tile product of M <= SMALL_M rows == the large-tile product of the same rows (a
+    different-bits result here would break batch invariance at the SMALL_M boundary)."""
+    import triton
+    if device == "cpu" and not opt.INTERPRET:
+        pytest.skip("the kernel runs on CUDA or under TRITON_INTERPRET=1")
+    d = DTYPES[dt]
+    K, N = (96, 80) if device == "cpu" else (1024, 512)
+    M = opt.SMALL_M + 3
+    g = generator(11)
+    a = torch.randn(M, K, generator=g).to(d).to(device)
+    b = (torch.randn(K, N, generator=g) / 8).to(d).to(device)
+
+    def run(x, tile):
+        bm, bn, bk, warps, stages = tile
+        c = torch.empty(x.shape[0], N, dtype=d, device=device)
+        grid = (triton.cdiv(x.shape[0], bm) * triton.cdiv(N, bn),)
+        opt._matmul_kernel[grid](x, b, c, x.shape[0], N, K, x.stride(0), x.stride(1), b.stride(0), b.stride(1),
+                                 c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                 IEEE=d == torch.float32, GROUP_M=8, num_warps=warps, num_stages=stages)
+        return c
+
+    big = opt.matmul(a, b)                                     # M > SMALL_M: TILES
+    assert same_bits(big, run(a, opt.TILES[d]))
+    assert same_bits(run(a, opt.TILES_SMALL_M[d]), big)
+    for m in (1, 5, opt.SMALL_M):
+        assert same_bits(opt.matmul(a[:m], b), big[:m]), m   # M <= SMALL_M: TILES_SMALL_M
