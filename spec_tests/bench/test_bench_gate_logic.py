@@ -88,3 +88,21 @@ def test_recorded_ratios_come_from_the_measured_json():
         if r["impl"] == gate.SAMPLING_OURS:
             key = gate.sampling_shape(r["dist"], r["config"], sdata["info"]["batch"], sdata["info"]["vocab"])
             assert srec[key].ours_ms == r["median_ms"]
+
+
+def test_machine_baseline_replaces_the_docs_record(tmp_path, monkeypatch):
+    """INFERSPEC_GATE_BASELINE (written by gate.record_baseline on the machine that runs the gate)
+    is what recorded_attention holds a run to; unset, the docs/results record is used."""
+    import json
+    shape = gate.attention_shape("fwd", "bf16", 4, 16, 4096, 128, False)
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(dict(rows=[dict(kernel="attention", shape=shape, ours_ms=1.2, peer="sdpa_cudnn",
+                                               peer_ms=0.84, ratio=0.7)])))
+    monkeypatch.setenv("INFERSPEC_GATE_BASELINE", str(path))
+    rec = gate.recorded_attention()
+    assert set(rec) == {shape} and abs(rec[shape].value - 0.7) < 1e-12
+    slower = gate.Ratio(shape, 1.2 * 1.10, "sdpa_cudnn", 0.84)          # 10 % slower than the baseline
+    assert not gate.check({shape: slower}, rec).ok
+    assert gate.check({shape: gate.Ratio(shape, 1.2 * 1.03, "sdpa_cudnn", 0.84)}, rec).ok
+    monkeypatch.delenv("INFERSPEC_GATE_BASELINE")
+    assert len(gate.recorded_attention()) > 1                          # the docs record again
