@@ -16,10 +16,21 @@ batch:
 * the validation makes one pass each for the totals and the minima of the probabilities in
   their own dtype (float32 accumulation), instead of a float64 copy.
 
+On CUDA (by default; INFERSPEC_SPECULATIVE_TRITON, ``TRITON`` below) the per-row draw of step 2
+runs in one Triton program per row instead (optimized/_speculative_triton.py): the float64
+weights and their total, the inverse-CDF token in a second pass, the argmax for greedy rows.
+It sums in a different order than torch.cumsum, so it certifies each token by a rounding margin
+and flags the rows it cannot certify (and empty residuals); exactly those rows are redrawn by
+the torch code (``_draw_torch``), so the tokens stay the reference's. It has passed the
+speculative spec under the Triton interpreter and compiles for sm_90, but has not run natively
+on a GPU yet: ``spec_tests/bench/speculative_speed.py --device cuda`` checks both paths against
+the reference, token for token, and times them; INFERSPEC_SPECULATIVE_TRITON=0 turns it off.
+
 Numbers: docs/speculative.md (spec_tests/bench/speculative_speed.py).
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -37,6 +48,12 @@ __all__ = ["verify"]
 
 
 CHUNK_BYTES = 2 << 20   # CPU validation: rows per chunk so that a chunk stays in cache between its two passes
+# Step 2 by the Triton kernel of optimized/_speculative_triton.py: "auto" (the default) = on CUDA
+# when Triton imports and builds (a failure to build or launch falls back to torch ops, with a
+# warning); "1" = on CUDA, and on the CPU when the Triton interpreter is on (TRITON_INTERPRET=1;
+# errors are raised); "0" = never. Environment: INFERSPEC_SPECULATIVE_TRITON.
+TRITON = os.environ.get("INFERSPEC_SPECULATIVE_TRITON", "auto")
+_TRITON_BROKEN = False  # set when "auto" saw the kernel fail
 
 
 def _sums_mins(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -92,6 +109,76 @@ def _rows64(name: str, flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return out.copy_(torch.index_select(flat, 0, index, out=_buf(name, shape, flat.dtype, flat.device)))
 
 
+def _draw_torch(p: torch.Tensor, q: torch.Tensor | None, x: torch.Tensor, rows: torch.Tensor,
+                k: torch.Tensor, rejected: torch.Tensor, v: torch.Tensor,
+                greedy: torch.Tensor | None, scratch: str = "") -> torch.Tensor:
+    """The emitted token of the batch rows ``rows`` ((n,) int64 ids; every row, or the subset the
+    Triton kernel flagged), the reference's token for token: each row's one float64
+    distribution -- the residual max(p_k - q_k, 0) where ``rejected`` (p_k when it has no
+    positive entry), else the bonus p_k -- drawn by the inverse CDF with ``v``; rows where
+    ``greedy`` (None: no greedy row) take the argmax of p_k. k, rejected, v, greedy: (n,), one per
+    entry of ``rows``; p (B, γ + 1, V), q (B, γ, V) or None, x (B, γ) are the whole batch.
+    ``scratch`` prefixes the names of the CPU scratch buffers (a subset keeps its own)."""
+    g, vocab = p.shape[1] - 1, p.shape[2]
+    n = rows.numel()
+    weights = _rows64(scratch + "p", p.reshape(-1, vocab), rows * (g + 1) + k)   # (n, vocab) float64
+    if greedy is not None:
+        greedy_token = weights.argmax(dim=1)
+    if g > 0 and bool(rejected.any()):
+        if q is not None:          # residual max(p - q, 0); bonus rows subtract 0
+            qk = _rows64(scratch + "q", q.reshape(-1, vocab), rows * g + k.clamp(max=g - 1))
+            if not bool(rejected.all()):
+                qk.index_fill_(0, (~rejected).nonzero().squeeze(1), 0.0)
+            weights.sub_(qk).clamp_(min=0)
+        else:                      # p - one_hot(x): only the drafted entry changes
+            ri = rejected.nonzero().squeeze(1)
+            at = (ri, x[rows[ri], k[ri]])
+            weights[at] = (weights[at] - 1).clamp(min=0)
+    cdf = _buf(scratch + "cdf", (n, vocab), torch.float64, p.device)
+    torch.cumsum(weights, dim=1, out=cdf)
+    empty = cdf[:, -1] == 0        # a residual with no positive entry (only through rounding):
+    if bool(empty.any()):          # those rows draw from p (reference doc)
+        ei = empty.nonzero().squeeze(1)
+        weights[ei] = p[rows[ei], k[ei]].to(torch.float64)
+        cdf[ei] = torch.cumsum(weights[ei], dim=1)
+    token = _inverse_cdf(cdf, weights, v)
+    if greedy is not None:
+        token = torch.where(greedy, greedy_token, token)
+    return token
+
+
+def _use_triton(device: torch.device) -> bool:
+    """Whether step 2 runs the Triton kernel (TRITON, INFERSPEC_SPECULATIVE_TRITON)."""
+    if TRITON in ("0", False) or _TRITON_BROKEN:
+        return False
+    if device.type == "cuda":
+        return TRITON in ("auto", "1", True)
+    return TRITON in ("1", True) and os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _draw_triton(p, q, x, k, lens, greedy, v) -> torch.Tensor | None:
+    """Step 2 by optimized/_speculative_triton.py (``draw_rows``), then the torch path for the
+    rows it flags (not certified equal to the reference's draw: module doc there). None when the
+    kernel fails to build or launch under TRITON = "auto": the caller takes the torch path, now
+    and from then on (with a warning); with TRITON = "1" the error is raised."""
+    global _TRITON_BROKEN
+    try:
+        from optimized._speculative_triton import draw_rows
+        token, flag = draw_rows(p, q, x, k, lens, greedy, v)
+    except Exception as exc:
+        if TRITON != "auto":
+            raise
+        import warnings
+        warnings.warn(f"optimized.speculative: the Triton draw failed ({exc!r}); using torch ops instead",
+                      RuntimeWarning, stacklevel=3)
+        _TRITON_BROKEN = True
+        return None
+    if bool(flag.any()):                                    # the one device sync of this path
+        fi = flag.nonzero().squeeze(1)
+        token[fi] = _draw_torch(p, q, x, fi, k[fi], k[fi] < lens[fi], v[fi], None, "flagged_")
+    return token
+
+
 def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
            draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
            generator: torch.Generator | None = None) -> Verified:
@@ -102,7 +189,7 @@ def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_t
         report_bad_distributions("draft_probs", *_sums_mins(draft_probs), a.active_q, draft_probs.dtype)
     report_bad_tokens(draft_tokens, a.active_q, a.vocab)
     device = target_probs.device
-    b, g, vocab = a.batch, a.gamma, a.vocab
+    b, g = a.batch, a.gamma
     u = a.uniforms if a.uniforms is not None else draw(generator, b, g, device)
     if b == 0:
         return Verified(torch.full((0, g + 1), PAD, dtype=torch.int64, device=device),
@@ -128,31 +215,10 @@ def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_t
     else:
         k = torch.zeros(b, dtype=torch.int64, device=device)
 
-    # 2. one distribution per row: the residual at the first rejection, or the bonus p
-    weights = _rows64("p", p.reshape(b * (g + 1), vocab), rows * (g + 1) + k)   # (b, vocab) float64
-    if any_greedy:
-        greedy_token = weights.argmax(dim=1)
-    rejected = k < a.lens
-    if g > 0 and bool(rejected.any()):
-        if q is not None:          # residual max(p - q, 0); bonus rows subtract 0
-            qk = _rows64("q", q.reshape(b * g, vocab), rows * g + k.clamp(max=g - 1))
-            if not bool(rejected.all()):
-                qk.index_fill_(0, (~rejected).nonzero().squeeze(1), 0.0)
-            weights.sub_(qk).clamp_(min=0)
-        else:                      # p - one_hot(x): only the drafted entry changes
-            ri = rejected.nonzero().squeeze(1)
-            at = (ri, x[ri, k[ri]])
-            weights[at] = (weights[at] - 1).clamp(min=0)
-    cdf = _buf("cdf", (b, vocab), torch.float64, device)
-    torch.cumsum(weights, dim=1, out=cdf)
-    empty = cdf[:, -1] == 0        # a residual with no positive entry (only through rounding):
-    if bool(empty.any()):          # those rows draw from p (reference doc)
-        ei = empty.nonzero().squeeze(1)
-        weights[ei] = p[ei, k[ei]].to(torch.float64)
-        cdf[ei] = torch.cumsum(weights[ei], dim=1)
-    token = _inverse_cdf(cdf, weights, u[:, g])
-    if any_greedy:
-        token = torch.where(a.greedy, greedy_token, token)
+    # 2. one distribution per row: the residual at the first rejection, or the bonus p; its token
+    token = _draw_triton(p, q, x, k, a.lens, a.greedy, u[:, g]) if _use_triton(device) else None
+    if token is None:
+        token = _draw_torch(p, q, x, rows, k, k < a.lens, u[:, g], a.greedy if any_greedy else None)
 
     # 3. accepted drafts, the emitted token, PAD
     cols = torch.arange(g + 1, device=device)

@@ -13,6 +13,12 @@ distribution. Each timed call is a whole ``verify(..., uniforms=u)``: validation
 residual, draw. Wall time and this process's CPU time are both recorded: on a shared machine the
 wall time includes waiting for a core, the CPU time (with --threads 1) does not. Both implementations get the same uniforms and must return the same tokens (checked
 before timing). With OUT set (the device machine), the JSON goes to $OUT/speculative_speed_<device>.json.
+
+With ``--device cuda`` the optimized verifier is timed twice in the same alternating rounds: its
+torch path ("optimized", INFERSPEC_SPECULATIVE_TRITON=0 semantics) and its Triton draw
+("optimized_triton", "1": optimized/_speculative_triton.py, errors raised). All three must emit
+the same tokens and counts before any timing, else the script prints the first differing row and
+exits 1. On the CPU only the reference and the default optimized path are timed, as before.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 
 import torch
@@ -56,28 +63,75 @@ def time_call(fn, kw, device) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
+def _optimized(mode: str | None):
+    """optimized.verify with its Triton switch (optimized.speculative.TRITON) set to ``mode``
+    for the call (None: the module's setting, i.e. the default path)."""
+    if mode is None:
+        return opt.verify
+
+    def call(**kw):
+        saved, opt.TRITON = opt.TRITON, mode
+        try:
+            return opt.verify(**kw)
+        finally:
+            opt.TRITON = saved
+    return call
+
+
+def variants(device) -> dict:
+    """The implementations timed on ``device``: on CUDA the optimized torch path and the Triton
+    draw side by side, elsewhere the default optimized path only."""
+    if torch.device(device).type == "cuda":
+        return {"reference": ref.verify, "optimized": _optimized("0"), "optimized_triton": _optimized("1")}
+    return {"reference": ref.verify, "optimized": _optimized(None)}
+
+
+def check_same(results: dict, config: str) -> None:
+    """Exit 1 unless every implementation emitted the reference's tokens and counts."""
+    want = results["reference"]
+    for name, got in results.items():
+        same_n = torch.equal(got.num_accepted.cpu(), want.num_accepted.cpu())
+        same_t = torch.equal(got.tokens.cpu(), want.tokens.cpu())
+        if not (same_n and same_t):
+            bad = ((got.tokens.cpu() != want.tokens.cpu()).any(1)
+                   | (got.num_accepted.cpu() != want.num_accepted.cpu())).nonzero().flatten().tolist()
+            r = bad[0]
+            print(f"MISMATCH ({config}): {name} differs from the reference on {len(bad)} rows; row {r}: "
+                  f"{got.tokens[r].tolist()} (accepted {int(got.num_accepted[r])}) vs "
+                  f"{want.tokens[r].tolist()} (accepted {int(want.num_accepted[r])})", file=sys.stderr)
+            sys.exit(1)
+
+
 def measure(batch: int, gamma: int, vocab: int, config: str, device, rounds: int) -> dict:
     kw = make_inputs(batch, gamma, vocab, config, device)
-    a, b = ref.verify(**kw), opt.verify(**kw)
-    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.num_accepted, b.num_accepted), "tokens differ"
-    for _ in range(2):
-        opt.verify(**kw)
-    times = {"reference": [], "optimized": []}
-    cpu = {"reference": [], "optimized": []}
+    impls = variants(device)
+    results = {name: fn(**kw) for name, fn in impls.items()}
+    check_same(results, config)
+    a = results["reference"]
+    for name, fn in impls.items():
+        if name != "reference":
+            for _ in range(2):
+                fn(**kw)
+    times = {name: [] for name in impls}
+    cpu = {name: [] for name in impls}
     for _ in range(rounds):
-        for name, mod in (("reference", ref), ("optimized", opt)):
-            wall, used = time_call(mod.verify, kw, device)
+        for name, fn in impls.items():
+            wall, used = time_call(fn, kw, device)
             times[name].append(wall)
             cpu[name].append(used)
     med = {k: statistics.median(v) for k, v in times.items()}
     med_cpu = {k: statistics.median(v) for k, v in cpu.items()}
-    return dict(config=config, batch=batch, gamma=gamma, vocab=vocab,
-                mean_accepted=float(a.num_accepted.float().mean()),
-                median_ms={k: v * 1e3 for k, v in med.items()},
-                min_ms={k: min(v) * 1e3 for k, v in times.items()},
-                median_cpu_ms={k: v * 1e3 for k, v in med_cpu.items()},
-                speedup=med["reference"] / med["optimized"],
-                speedup_cpu_time=med_cpu["reference"] / med_cpu["optimized"], raw_s=times, raw_cpu_s=cpu)
+    row = dict(config=config, batch=batch, gamma=gamma, vocab=vocab,
+               mean_accepted=float(a.num_accepted.float().mean()),
+               median_ms={k: v * 1e3 for k, v in med.items()},
+               min_ms={k: min(v) * 1e3 for k, v in times.items()},
+               median_cpu_ms={k: v * 1e3 for k, v in med_cpu.items()},
+               speedup=med["reference"] / med["optimized"],
+               speedup_cpu_time=med_cpu["reference"] / med_cpu["optimized"], raw_s=times, raw_cpu_s=cpu)
+    if "optimized_triton" in med:
+        row["speedup_triton"] = med["reference"] / med["optimized_triton"]
+        row["triton_over_torch"] = med["optimized"] / med["optimized_triton"]
+    return row
 
 
 def main() -> None:
@@ -100,6 +154,13 @@ def main() -> None:
         print(f"| {r['config']} | {r['mean_accepted']:.2f} | {r['median_ms']['reference']:.1f} | "
               f"{r['median_ms']['optimized']:.2f} | {r['speedup']:.1f}x | {r['median_cpu_ms']['reference']:.1f} | "
               f"{r['median_cpu_ms']['optimized']:.2f} | {r['speedup_cpu_time']:.1f}x |")
+    if cuda:
+        print("\n| workload | optimized (torch draw) ms | optimized (Triton draw) ms | Triton / torch speedup | "
+              "speedup over reference |")
+        print("|---|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['config']} | {r['median_ms']['optimized']:.3f} | {r['median_ms']['optimized_triton']:.3f} | "
+                  f"{r['triton_over_torch']:.2f}x | {r['speedup_triton']:.0f}x |")
     out = dict(device=args.device, machine=platform.processor() or platform.machine(),
                gpu=torch.cuda.get_device_name() if cuda else None, torch=torch.__version__,
                threads=torch.get_num_threads(), load_average=load, rows=rows)
