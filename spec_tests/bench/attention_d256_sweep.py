@@ -3,7 +3,10 @@ which covers D = 64 and 128). The issue's shape, B 2 x H 8 x N 4096 x D 256, bfl
 full: forward configs, then the backward's dK/dV kernel (dQ kernel fixed at the shipped config),
 then the dQ kernel (dK/dV at the best found), each against torch SDPA's cuDNN and FA2 backends in
 the same run. Every timed config's output is checked against SDPA's first (max abs error printed;
-a config over 2e-2 is marked bad and not eligible).
+a forward config over 2e-2 absolute, a backward one over 2e-2 of the largest gradient, is marked
+bad and not eligible; the first run compared gradients in absolute terms, where bf16 rounding of
+gradients of magnitude ~1e3 alone exceeds any fixed bound).
+``--shipped-only``: time the shipped configs and the peers only.
 
     PYTHONPATH=. python3 spec_tests/bench/attention_d256_sweep.py --out $OUT/attention_d256_sweep.json
 """
@@ -38,6 +41,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="attention_d256_sweep.json")
     ap.add_argument("--causal", default="1,0")
+    ap.add_argument("--shipped-only", action="store_true")
     args = ap.parse_args()
     B, H, N, D, dt = 2, 8, 4096, 256, torch.bfloat16
     scale = 1 / math.sqrt(D)
@@ -70,7 +74,9 @@ def main():
         def fwd(cfg):
             return fa._flash_forward(q, k, v, None, None, 0, 0, causal, None, scale, cfg)
         best_f = None
-        for t in FWD:
+        sf = fa.fwd_config(D, causal, q.device, N)
+        for t in ([(sf["BLOCK_M"], sf["BLOCK_N"], sf["num_warps"], sf["num_stages"], sf["WARP_SPEC"])]
+                  if args.shipped_only else FWD):
             cfg = dict(BLOCK_M=t[0], BLOCK_N=t[1], num_warps=t[2], num_stages=t[3], WARP_SPEC=t[4])
             try:
                 out, _ = fwd(cfg)
@@ -93,22 +99,25 @@ def main():
         def try_bwd(kind, cfg, t):
             try:
                 grads = bwd(cfg)
-                err = max(float((a.float() - b.float()).abs().max()) for a, b in zip(grads[:3], ref_g))
+                err = max(float((a.float() - b.float()).abs().max() / b.float().abs().max()) for a, b in zip(grads[:3], ref_g))
                 ms = bench(lambda: bwd(cfg))
-                row = dict(kind=kind, causal=causal, cfg=t, ms=ms, tflops=2.5 * f / ms / 1e9, err=err, ok=err < 5e-2)
+                row = dict(kind=kind, causal=causal, cfg=t, ms=ms, tflops=2.5 * f / ms / 1e9, rel_err=err, ok=err < 2e-2)
             except Exception as exc:  # noqa: BLE001
                 row = dict(kind=kind, causal=causal, cfg=t, error=repr(exc)[:200])
             res["rows"].append(row)
             print(" ", kind, t, {k_: (round(v_, 4) if isinstance(v_, float) else v_) for k_, v_ in row.items()
-                                 if k_ in ("tflops", "err", "error")}, flush=True)
+                                 if k_ in ("tflops", "rel_err", "error")}, flush=True)
             return row
         best_dkdv, best_b = shipped["dkdv"], None
-        for t in DKDV:
+        if args.shipped_only:
+            row = try_bwd("bwd_shipped", None, "shipped")
+            best_b = row if row.get("ok") else None
+        for t in ([] if args.shipped_only else DKDV):
             cfg = dict(dkdv=dict(BLOCK_M=t[0], BLOCK_N=t[1], num_warps=t[2], num_stages=t[3]), dq=shipped["dq"])
             row = try_bwd("bwd_dkdv", cfg, t)
             if row.get("ok") and (best_b is None or row["ms"] < best_b["ms"]):
                 best_b, best_dkdv = row, cfg["dkdv"]
-        for t in DQ:
+        for t in ([] if args.shipped_only else DQ):
             cfg = dict(dkdv=best_dkdv, dq=dict(BLOCK_M=t[0], BLOCK_N=t[1], num_warps=t[2], num_stages=t[3]))
             row = try_bwd("bwd_dq", cfg, t)
             if row.get("ok") and (best_b is None or row["ms"] < best_b["ms"]):
