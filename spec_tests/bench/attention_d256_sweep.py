@@ -29,6 +29,9 @@ FWD = [(64, 32, 4, 2, False), (64, 64, 4, 2, False), (64, 64, 4, 3, False), (128
        (64, 32, 4, 3, False), (128, 32, 4, 2, False), (64, 64, 8, 2, False), (128, 128, 8, 2, False)]
 DKDV = [(32, 64, 8, 1), (16, 64, 4, 1), (16, 64, 8, 1), (32, 64, 4, 1), (32, 64, 8, 2), (16, 128, 8, 1),
         (32, 128, 8, 1), (64, 64, 8, 1), (16, 32, 4, 1), (32, 32, 4, 1), (64, 32, 8, 1), (32, 64, 4, 2)]
+# --joint: the backward's two kernels swept together around the first sweep's winners
+JOINT_DKDV = [(64, 64, 8, 1), (64, 64, 8, 2), (128, 64, 8, 1), (64, 32, 8, 1), (32, 64, 8, 1), (64, 128, 8, 1)]
+JOINT_DQ = [(128, 32, 8, 1), (128, 64, 8, 1), (128, 32, 8, 2), (64, 32, 4, 1)]
 DQ = [(64, 32, 8, 1), (64, 16, 4, 1), (64, 32, 4, 1), (64, 64, 8, 1), (128, 32, 8, 1), (32, 32, 4, 1),
       (64, 32, 8, 2), (128, 16, 8, 1), (32, 64, 4, 1)]
 
@@ -42,6 +45,7 @@ def main():
     ap.add_argument("--out", default="attention_d256_sweep.json")
     ap.add_argument("--causal", default="1,0")
     ap.add_argument("--shipped-only", action="store_true")
+    ap.add_argument("--joint", action="store_true", help="backward only: JOINT_DKDV x JOINT_DQ")
     args = ap.parse_args()
     B, H, N, D, dt = 2, 8, 4096, 256, torch.bfloat16
     scale = 1 / math.sqrt(D)
@@ -78,7 +82,7 @@ def main():
         best_f = None
         sf = fa.fwd_config(D, causal, q.device, N)
         for t in ([(sf["BLOCK_M"], sf["BLOCK_N"], sf["num_warps"], sf["num_stages"], sf["WARP_SPEC"])]
-                  if args.shipped_only else FWD):
+                  if args.shipped_only or args.joint else FWD):
             cfg = dict(BLOCK_M=t[0], BLOCK_N=t[1], num_warps=t[2], num_stages=t[3], WARP_SPEC=t[4])
             try:
                 out, _ = fwd(cfg)
@@ -111,15 +115,22 @@ def main():
                                  if k_ in ("tflops", "rel_err", "error")}, flush=True)
             return row
         best_dkdv, best_b = shipped["dkdv"], None
-        if args.shipped_only:
+        if args.shipped_only or args.joint:
             row = try_bwd("bwd_shipped", None, "shipped")
             best_b = row if row.get("ok") else None
-        for t in ([] if args.shipped_only else DKDV):
+        for a_ in (JOINT_DKDV if args.joint else []):
+            for b_ in JOINT_DQ:
+                cfg = dict(dkdv=dict(BLOCK_M=a_[0], BLOCK_N=a_[1], num_warps=a_[2], num_stages=a_[3]),
+                           dq=dict(BLOCK_M=b_[0], BLOCK_N=b_[1], num_warps=b_[2], num_stages=b_[3]))
+                row = try_bwd("bwd_joint", cfg, [a_, b_])
+                if row.get("ok") and (best_b is None or row["ms"] < best_b["ms"]):
+                    best_b = row
+        for t in ([] if args.shipped_only or args.joint else DKDV):
             cfg = dict(dkdv=dict(BLOCK_M=t[0], BLOCK_N=t[1], num_warps=t[2], num_stages=t[3]), dq=shipped["dq"])
             row = try_bwd("bwd_dkdv", cfg, t)
             if row.get("ok") and (best_b is None or row["ms"] < best_b["ms"]):
                 best_b, best_dkdv = row, cfg["dkdv"]
-        for t in ([] if args.shipped_only else DQ):
+        for t in ([] if args.shipped_only or args.joint else DQ):
             cfg = dict(dkdv=best_dkdv, dq=dict(BLOCK_M=t[0], BLOCK_N=t[1], num_warps=t[2], num_stages=t[3]))
             row = try_bwd("bwd_dq", cfg, t)
             if row.get("ok") and (best_b is None or row["ms"] < best_b["ms"]):
