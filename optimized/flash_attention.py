@@ -376,10 +376,10 @@ def bwd_config(head_dim: int, device: torch.device) -> dict:
     if head_dim <= 128:
         return dict(dkdv=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2),
                     dq=dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2))
-    # head_dim 129..256, from the D = 256 sweep (each kernel swept with the other at the old
-    # config: dK/dV 64 x 64 112 vs 99 TFLOP/s, dQ 128 x 32 145 vs 99, causal)
+    # head_dim 129..256, from the D = 256 sweeps (attention_d256_sweep.py --joint, H200 bf16
+    # 2 x 8 x 4096: 182 / 196 TFLOP/s causal / full, against 99 / 105 for the old guess)
     return dict(dkdv=dict(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=1),
-                dq=dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=1))
+                dq=dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=1))
 
 
 def _alloc(size: int, alignment: int, stream):

@@ -158,7 +158,8 @@ def _use_triton(device: torch.device) -> bool:
 
 def _draw_triton(p, q, x, k, lens, greedy, v) -> torch.Tensor | None:
     """Step 2 by optimized/_speculative_triton.py (``draw_rows``), then the torch path for the
-    rows it flags (not certified equal to the reference's draw: module doc there). None when the
+    rows it flags (not certified equal to the reference's draw: module doc there), on the CPU,
+    so that every row's token is the one the contract's sequential float64 order gives. None when the
     kernel fails to build or launch under TRITON = "auto": the caller takes the torch path, now
     and from then on (with a warning); with TRITON = "1" the error is raised."""
     global _TRITON_BROKEN
@@ -175,7 +176,18 @@ def _draw_triton(p, q, x, k, lens, greedy, v) -> torch.Tensor | None:
         return None
     if bool(flag.any()):                                    # the one device sync of this path
         fi = flag.nonzero().squeeze(1)
-        token[fi] = _draw_torch(p, q, x, fi, k[fi], k[fi] < lens[fi], v[fi], None, "flagged_")
+        if p.device.type == "cpu":
+            token[fi] = _draw_torch(p, q, x, fi, k[fi], k[fi] < lens[fi], v[fi], None, "flagged_")
+        else:
+            # Uncertified rows are drawn in the contract's order -- a sequential float64 cumsum,
+            # which is what torch.cumsum does on the CPU; on CUDA it is a parallel scan whose
+            # last bits depend on the shape, and these rows are exactly the ones where the last
+            # bits decide the token. They are rare (~1e-12 per row), so the copy costs nothing.
+            n = fi.numel()
+            cpu = lambda t: None if t is None else t[fi].cpu()  # noqa: E731
+            got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(n), k[fi].cpu(), (k[fi] < lens[fi]).cpu(),
+                              v[fi].cpu(), None, "flagged_")
+            token[fi] = got.to(token.device)
     return token
 
 
