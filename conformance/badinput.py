@@ -40,6 +40,16 @@ class Bad:
         return {**valid, **self.change}
 
 
+def set_entry(name: str, where, value) -> Callable[[dict], dict]:
+    """A ``Bad.change`` that copies the tensor argument ``name`` and sets ``[where]`` to
+    ``value`` (e.g. one NaN probability, one out-of-range token), leaving the valid one intact."""
+    def change(kw: dict) -> dict:
+        t = kw[name].clone()
+        t[where] = value
+        return {**kw, name: t}
+    return change
+
+
 def bad_cases(table: list[Bad]):
     """``@pytest.mark.parametrize("bad", table)`` with the cases' ids."""
     ids = [b.id for b in table]

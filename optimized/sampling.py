@@ -40,9 +40,10 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 
 import torch
+
+from optimized._scratch import scratch
 
 from reference.sampling import (  # noqa: F401  (SamplingParams re-exported: same names as reference)
     Rows,
@@ -70,20 +71,9 @@ INTERPRET_MAX_VOCAB = 4096   # off CUDA (the interpreter runs one program at a t
 INTERPRET_MAX_ROWS = 64      # to batches up to this many rows of up to this many tokens
 
 
-_WS = threading.local()
-
-
 def _buf(name: str, shape, dtype, device) -> torch.Tensor:
-    """A reusable scratch tensor for the CPU general path (fresh multi-MB allocations page-fault
-    on every call there); never returned to the caller. Elsewhere a plain ``torch.empty``."""
-    device = torch.device(device)
-    if device.type != "cpu":
-        return torch.empty(shape, dtype=dtype, device=device)
-    bufs = _WS.__dict__.setdefault("bufs", {})
-    t = bufs.get(name)
-    if t is None or t.shape != tuple(shape) or t.dtype != dtype:
-        t = bufs[name] = torch.empty(shape, dtype=dtype)
-    return t
+    """optimized._scratch.scratch, in this module's namespace."""
+    return scratch("sampling." + name, shape, dtype, device)
 
 
 # ----------------------------------------------------------------------------- steps 1-2

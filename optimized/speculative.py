@@ -31,9 +31,10 @@ Numbers: docs/speculative.md (spec_tests/bench/speculative_speed.py).
 from __future__ import annotations
 
 import os
-import threading
 
 import torch
+
+from optimized._scratch import scratch
 
 from reference.speculative import (  # noqa: F401  (Verified, PAD: same names as the reference)
     PAD,
@@ -84,20 +85,9 @@ def _inverse_cdf(cdf: torch.Tensor, weights: torch.Tensor, v: torch.Tensor) -> t
     return idx
 
 
-_WS = threading.local()
-
-
 def _buf(name: str, shape, dtype, device) -> torch.Tensor:
-    """A reusable scratch tensor on the CPU (fresh multi-MB allocations page-fault on every call
-    there); never returned to the caller. Elsewhere a plain ``torch.empty``."""
-    device = torch.device(device)
-    if device.type != "cpu":
-        return torch.empty(shape, dtype=dtype, device=device)
-    bufs = _WS.__dict__.setdefault("bufs", {})
-    t = bufs.get(name)
-    if t is None or t.shape != tuple(shape) or t.dtype != dtype:
-        t = bufs[name] = torch.empty(shape, dtype=dtype)
-    return t
+    """optimized._scratch.scratch, in this module's namespace."""
+    return scratch("speculative." + name, shape, dtype, device)
 
 
 def _rows64(name: str, flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

@@ -18,6 +18,7 @@ import torch
 from hypothesis import assume, example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
+from conformance.stats import lumped
 from conformance.strategies import randn
 from conformance.tolerance import ToleranceError, rounding_floor
 from spec_tests.sampling.oracles import SamplingOracle, sampling_oracle
@@ -410,22 +411,6 @@ CHI_CASES = {
 }
 
 
-def _lumped(observed, expected, min_expected=5.0):
-    """Merge the cells expecting < 5 (smallest first) until every cell expects >= 5."""
-    cells = sorted(zip(expected, observed))
-    out_e, out_o, acc_e, acc_o = [], [], 0.0, 0.0
-    for e, o in cells:
-        acc_e, acc_o = acc_e + e, acc_o + o
-        if acc_e >= min_expected:
-            out_e.append(acc_e)
-            out_o.append(acc_o)
-            acc_e = acc_o = 0.0
-    if acc_e > 0 and out_e:
-        out_e[-1] += acc_e
-        out_o[-1] += acc_o
-    return out_o, out_e
-
-
 @pytest.mark.parametrize("name", list(CHI_CASES))
 def test_sample_frequencies_chi_square(impl, device, name):
     """Statistical: 20,000 draws from a seeded torch.Generator; no draw outside the support
@@ -447,7 +432,7 @@ def test_sample_frequencies_chi_square(impl, device, name):
     assert not outside.any(), (f"{name}: sampled tokens {outside.nonzero().flatten().tolist()} that have "
                                f"probability 0 (support {q.nonzero().flatten().tolist()})")
     support = q > 0
-    obs, exp = _lumped(counts[support].tolist(), (q[support] * n).tolist())
+    obs, exp = lumped(counts[support].tolist(), (q[support] * n).tolist())
     if len(exp) < 2:
         return  # one cell: every draw is the one token, already checked exactly
     pvalue = stats.chisquare(obs, exp).pvalue

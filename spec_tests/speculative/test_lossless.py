@@ -20,6 +20,7 @@ import torch
 from fractions import Fraction
 from hypothesis import example, given
 
+from conformance.stats import lumped
 from spec_tests.speculative.oracles import (POINTS, batch, cells, draft_sequences, lossless_violation,
                                             read_result, rule_distribution)
 from spec_tests.speculative.strategies import TreeCase, tree_cases
@@ -117,22 +118,6 @@ CHI_CASES = {
 N_ROWS = 4000
 
 
-def _lumped(observed, expected, min_expected=5.0):
-    """Merge the cells expecting < 5 (smallest first) until every cell expects >= 5."""
-    cells_ = sorted(zip(expected, observed))
-    out_e, out_o, acc_e, acc_o = [], [], 0.0, 0.0
-    for e, o in cells_:
-        acc_e, acc_o = acc_e + e, acc_o + o
-        if acc_e >= min_expected:
-            out_e.append(acc_e)
-            out_o.append(acc_o)
-            acc_e = acc_o = 0.0
-    if acc_e > 0 and out_e:
-        out_e[-1] += acc_e
-        out_o[-1] += acc_o
-    return out_o, out_e
-
-
 @pytest.mark.parametrize("name", list(CHI_CASES))
 def test_generator_draws_chi_square(impl, device, name):
     """The generator path as a black box: 4,000 draft sequences drawn from q (their own seeded
@@ -164,7 +149,7 @@ def test_generator_draws_chi_square(impl, device, name):
                             f"({sum(counts[e] for e in impossible)} of {N_ROWS} rows), which the pinned rule never "
                             f"emits (probability 0)")
     keys = sorted(rule)
-    obs, exp = _lumped([counts.get(k, 0) for k in keys], [float(rule[k]) * N_ROWS for k in keys])
+    obs, exp = lumped([counts.get(k, 0) for k in keys], [float(rule[k]) * N_ROWS for k in keys])
     if len(exp) < 2:
         return
     pvalue = stats.chisquare(obs, exp).pvalue

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import example, given, settings, strategies as st
 
-from conformance.badinput import Bad, assert_rejects, bad_cases
+from conformance.badinput import Bad, assert_rejects, bad_cases, set_entry
 from conformance.strategies import DTYPES, generator
 from reference.speculative import SUM_TOLERANCE
 from spec_tests.speculative.strategies import BatchCase, batch_cases
@@ -309,7 +309,7 @@ def test_greedy_rows_still_validate_draft_probs(impl, device):
     """Greedy rows do not use draft_probs, but they are validated like any row's (ValueError naming
     ``draft_probs``): a NaN in an active draft position of a greedy row is rejected."""
     kw = _valid(device)
-    bad = Bad("draft_probs NaN on a greedy row", _set("draft_probs", (0, 1, 3), math.nan), ValueError,
+    bad = Bad("draft_probs NaN on a greedy row", set_entry("draft_probs", (0, 1, 3), math.nan), ValueError,
               ("draft_probs",))
     assert_rejects(impl.get("speculative.verify"), {**kw, "greedy": True, "uniforms": torch.full(
         (2, 3), 0.5, dtype=torch.float64, device=device)}, bad)
@@ -395,14 +395,6 @@ def _valid(device, generator=None):
     return kw
 
 
-def _set(name, where, value):
-    def change(kw):
-        t = kw[name].clone()
-        t[where] = value
-        return {**kw, name: t}
-    return change
-
-
 def _with(name, make):
     return lambda kw: {**kw, name: make(kw[name])}
 
@@ -417,14 +409,14 @@ BAD = [
     Bad("target_probs int", _with("target_probs", lambda t: t.long()), TypeError, ("target_probs",)),
     Bad("target_probs no positions", lambda kw: {**kw, "target_probs": kw["target_probs"][:, :0].clone()},
         ValueError, ("target_probs",)),
-    Bad("target_probs negative", _set("target_probs", (1, 2, 3), -0.25), ValueError, ("target_probs", "negative")),
-    Bad("target_probs NaN", _set("target_probs", (0, 1, 0), math.nan), ValueError, ("target_probs", "NaN")),
-    Bad("target_probs +inf", _set("target_probs", (0, 0, 0), math.inf), ValueError, ("target_probs",)),
+    Bad("target_probs negative", set_entry("target_probs", (1, 2, 3), -0.25), ValueError, ("target_probs", "negative")),
+    Bad("target_probs NaN", set_entry("target_probs", (0, 1, 0), math.nan), ValueError, ("target_probs", "NaN")),
+    Bad("target_probs +inf", set_entry("target_probs", (0, 0, 0), math.inf), ValueError, ("target_probs",)),
     Bad("target_probs sums to 1/2", _with("target_probs", lambda t: t / 2), ValueError, ("target_probs", "sums")),
     Bad("target_probs are logits", _with("target_probs", lambda t: torch.log(t)), ValueError, ("target_probs",)),
-    Bad("target_probs bonus position sums to 2", _set("target_probs", (1, 2), 0.4), ValueError, ("target_probs",)),
-    Bad("draft_probs negative", _set("draft_probs", (0, 1, 2), -0.5), ValueError, ("draft_probs", "negative")),
-    Bad("draft_probs NaN", _set("draft_probs", (1, 0, 4), math.nan), ValueError, ("draft_probs",)),
+    Bad("target_probs bonus position sums to 2", set_entry("target_probs", (1, 2), 0.4), ValueError, ("target_probs",)),
+    Bad("draft_probs negative", set_entry("draft_probs", (0, 1, 2), -0.5), ValueError, ("draft_probs", "negative")),
+    Bad("draft_probs NaN", set_entry("draft_probs", (1, 0, 4), math.nan), ValueError, ("draft_probs",)),
     Bad("draft_probs sums to 2", _with("draft_probs", lambda t: t * 2), ValueError, ("draft_probs", "sums")),
     Bad("draft_probs γ mismatch", _with("draft_probs", lambda t: torch.cat([t, t[:, :1]], 1)), ValueError, ("draft_probs",)),
     Bad("draft_probs vocab mismatch", _with("draft_probs", lambda t: t[:, :, :4].clone()), ValueError, ("draft_probs",)),
@@ -437,8 +429,8 @@ BAD = [
     Bad("draft_tokens γ mismatch", _with("draft_tokens", lambda t: torch.cat([t, t[:, :1]], 1)), ValueError,
         ("draft_tokens",)),
     Bad("draft_tokens batch mismatch", _with("draft_tokens", lambda t: t[:1].clone()), ValueError, ("draft_tokens",)),
-    Bad("draft_tokens = vocab", _set("draft_tokens", (1, 1), 5), ValueError, ("draft_tokens",)),
-    Bad("draft_tokens negative", _set("draft_tokens", (0, 0), -1), ValueError, ("draft_tokens",)),
+    Bad("draft_tokens = vocab", set_entry("draft_tokens", (1, 1), 5), ValueError, ("draft_tokens",)),
+    Bad("draft_tokens negative", set_entry("draft_tokens", (0, 0), -1), ValueError, ("draft_tokens",)),
     Bad("draft_lens > γ", dict(draft_lens=[2, 3]), ValueError, ("draft_lens",)),
     Bad("draft_lens negative", dict(draft_lens=[-1, 2]), ValueError, ("draft_lens",)),
     Bad("draft_lens one per row", dict(draft_lens=[2]), ValueError, ("draft_lens",)),

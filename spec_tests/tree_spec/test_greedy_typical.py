@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import example, given, strategies as st
 
-from conformance.badinput import Bad, assert_rejects, bad_cases
+from conformance.badinput import Bad, assert_rejects, bad_cases, set_entry
 from spec_tests.tree_spec.oracles import inverse_cdf, read_verified
 from spec_tests.tree_spec.strategies import parent_arrays
 
@@ -192,22 +192,14 @@ def _valid():
     return dict(tree=tree, target_probs=p)
 
 
-def _set(name, where, value):
-    def change(kw):
-        t = kw[name].clone()
-        t[where] = value
-        return {**kw, name: t}
-    return change
-
-
 VERIFY_BAD = [
     Bad("tree a list", dict(tree=[[1, 2], [2]]), TypeError, ("tree",)),
     Bad("target_probs rank 3", lambda kw: {**kw, "target_probs": kw["target_probs"][None]}, ValueError, ("target_probs",)),
     Bad("target_probs one row short", lambda kw: {**kw, "target_probs": kw["target_probs"][:3]}, ValueError,
         ("target_probs",)),
     Bad("target_probs int", lambda kw: {**kw, "target_probs": kw["target_probs"].long()}, TypeError, ("target_probs",)),
-    Bad("target_probs NaN", _set("target_probs", (2, 1), float("nan")), ValueError, ("target_probs", "NaN")),
-    Bad("target_probs negative", _set("target_probs", (3, 0), -0.5), ValueError, ("target_probs", "negative")),
+    Bad("target_probs NaN", set_entry("target_probs", (2, 1), float("nan")), ValueError, ("target_probs", "NaN")),
+    Bad("target_probs negative", set_entry("target_probs", (3, 0), -0.5), ValueError, ("target_probs", "negative")),
     Bad("target_probs sums to 1/2", lambda kw: {**kw, "target_probs": kw["target_probs"] / 2}, ValueError,
         ("target_probs", "sums")),
     Bad("tree token past vocab", lambda kw: {**kw, "tree": kw["tree"]._replace(tokens=torch.tensor([0, 1, 3, 2]))},
