@@ -97,4 +97,31 @@ MUTANTS = [
           _REF,
           "    heads = torch.arange(H, device=q.device) // (H // k.shape[1])",
           "    heads = torch.arange(H, device=q.device) % k.shape[1]"),
+    Patch("log_softmax_without_max",
+          "log_softmax as x - log(sum(exp(x))) without subtracting the row max first: exact in "
+          "real arithmetic, but exp overflows float32 once a logit exceeds ~88, giving -inf.",
+          _REF,
+          "    m = xf.amax(dim=-1, keepdim=True)       # a max is exact in any order\n"
+          "    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))\n",
+          "    m = torch.zeros_like(xf.amax(dim=-1, keepdim=True))\n"),
+    Patch("softmax_without_max",
+          "softmax as exp(x) / sum(exp(x)) without the max shift: NaN (inf / inf) once a row has "
+          "a value above ~88.",
+          _REF,
+          "    m = xf.amax(dim=-1, keepdim=True)\n"
+          "    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))\n"
+          "    e = torch.exp(xf - m)\n",
+          "    m = torch.zeros_like(xf.amax(dim=-1, keepdim=True))\n"
+          "    e = torch.exp(xf - m)\n"),
+    Patch("rms_eps_outside_sqrt",
+          "rms_norm divides by sqrt(mean(x^2)) + eps instead of sqrt(mean(x^2) + eps) (a common "
+          "LayerNorm-style slip): invisible at eps 1e-6, wrong at any eps that matters.",
+          _REF,
+          "    normed = xf * torch.rsqrt(ms + eps)\n",
+          "    normed = xf / (torch.sqrt(ms) + eps)\n"),
+    Patch("rms_eps_ignored",
+          "rms_norm ignores its eps argument and always uses the default 1e-6.",
+          _REF,
+          "    normed = xf * torch.rsqrt(ms + eps)\n",
+          "    normed = xf * torch.rsqrt(ms + 1e-6)\n"),
 ]

@@ -123,12 +123,12 @@ def test_decode_attention_is_batch_invariant(impl, device, dt, n, heads, a, b, s
 
 
 # --- values -----------------------------------------------------------------------------------
-def _oracles(op, x, w):
+def _oracles(op, x, w, eps=1e-6):
     x64 = x.double()
     if op == "matmul":
         return x64 @ w.double()
     if op == "rms_norm":
-        return w.double() * (x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + 1e-6))
+        return w.double() * (x64 * torch.rsqrt(x64.pow(2).mean(-1, keepdim=True) + eps))
     if op == "log_softmax":
         return torch.log_softmax(x64, -1)
     if op == "softmax":
@@ -138,18 +138,30 @@ def _oracles(op, x, w):
     return x64.mean(-1)
 
 
-@settings(max_examples=8)
+@example(op="log_softmax", dt="float32", rows=3, L=17, seed=1, scale=200.0, eps=1e-6).via(
+    "mutant:batch_invariant.log_softmax_without_max")
+@example(op="softmax", dt="bfloat16", rows=3, L=17, seed=1, scale=200.0, eps=1e-6).via(
+    "mutant:batch_invariant.softmax_without_max")
+@example(op="rms_norm", dt="float32", rows=3, L=17, seed=1, scale=3.0, eps=0.5).via(
+    "mutant:batch_invariant.rms_eps_outside_sqrt")
+@example(op="rms_norm", dt="bfloat16", rows=3, L=80, seed=2, scale=1.0, eps=3.0).via(
+    "mutant:batch_invariant.rms_eps_ignored")
+@settings(max_examples=12)
 @given(op=st.sampled_from(("matmul",) + ROW_OPS), dt=dtype_name, rows=st.sampled_from((1, 3, 20)),
-       L=st.sampled_from((1, 17, 80, 300)), seed=st.integers(0, 2**31 - 1))
-def test_values_agree_with_torch(impl, reference, device, op, dt, rows, L, seed):
+       L=st.sampled_from((1, 17, 80, 300)), seed=st.integers(0, 2**31 - 1),
+       scale=st.sampled_from((3.0, 200.0)), eps=st.sampled_from((1e-6, 0.0, 0.5)))
+def test_values_agree_with_torch(impl, reference, device, op, dt, rows, L, seed, scale, eps):
     """Each function computes the plain op: within the tolerance rule of a float64 oracle
-    (2 x the reference's own error + two ulps)."""
-    x = rand((rows, L), seed, dt) * 3
+    (2 x the reference's own error + two ulps), at ordinary magnitudes and at |x| ~ 200 (where
+    exp(x) overflows float32 unless the row max is subtracted first), and for rms_norm at eps 0,
+    the default and 0.5 (where eps goes -- inside the square root -- is visible)."""
+    x = rand((rows, L), seed, dt) * scale
     w = rand((L, 5) if op == "matmul" else (L,), seed + 1, dt)
     args = tuple(t.to(device) for t in ((x, w) if op in ("matmul", "rms_norm") else (x,)))
-    got = impl.get(f"batch_invariant.{op}")(*args)
-    ref = reference.get(f"batch_invariant.{op}")(*args)
-    assert_close_to_oracle(got, ref, _oracles(op, x, w), inputs=dict(x=x, w=w), name=op,
+    kw = dict(eps=eps) if op == "rms_norm" else {}
+    got = impl.get(f"batch_invariant.{op}")(*args, **kw)
+    ref = reference.get(f"batch_invariant.{op}")(*args, **kw)
+    assert_close_to_oracle(got, ref, _oracles(op, x, w, eps), inputs=dict(x=x, w=w, eps=eps), name=op,
                            floor_from=_floor_from(op, x, w))
 
 
