@@ -151,5 +151,5 @@ def paged_cases(draw, *, q_lens=(0,), max_len: int = 80, max_batch: int = 3, hea
         head_dim=draw(st.sampled_from(head_dims)), block_size=draw(st.sampled_from(block_sizes)),
         window=draw(st.one_of(st.none(), st.none(), st.integers(0, max_len))),
         dtype=draw(st.sampled_from(dtypes)), seed=draw(seeds),
-        shared_blocks=draw(st.sampled_from([0, 0, 1, 3])), spare_cols=draw(st.integers(1, 3)),
-        scale=draw(st.one_of(st.none(), st.floats(0.05, 1.0))))
+        shared_blocks=draw(st.sampled_from([0, 0, 1, 3])), spare_cols=draw(st.integers(0, 3)),
+        scale=draw(st.one_of(st.none(), st.just(0.0), st.floats(0.05, 1.0))))

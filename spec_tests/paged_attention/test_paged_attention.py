@@ -80,6 +80,10 @@ def _check(impl, case: PagedCase, device, *, rewrite=None):
 # one long sequence, block 8: many tiles and many splits
 @example(case=PagedCase((150,), 0, 4, 1, 16, 8, None, "float16", 3, scale=0.3)).via(
     "mutant:paged_attention.merge_averages_splits")
+# the legal boundaries: a table exactly as wide as the longest sequence needs (no spare column),
+# scale 0 (every visible key weighs the same: the mean of the values)
+@example(case=PagedCase((32, 5), 0, 4, 2, 16, 8, None, "float32", 6, spare_cols=0, scale=0.0)).via(
+    "mutant:paged_attention.full_table_rejected mutant:paged_attention.scale_zero_as_default")
 @settings(max_examples=_scaled(10))
 @given(case=paged_cases())
 def test_decode_matches_contiguous_oracle(impl, device, case):
