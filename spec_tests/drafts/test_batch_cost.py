@@ -75,6 +75,15 @@ def test_break_even_batch(impl, alpha, gamma, c, ridge):
     assert bs(alpha, gamma, c, star * (1 + 1e-6) + 1e-9, ridge=ridge) <= 1 + 1e-12
 
 
+@pytest.mark.parametrize("alpha, gamma, c", [(0.0, 1, 0.0), (0.0, 4, 0.0), (0.5, 1, 0.5), (1.0, 1, 1.0),
+                                             (0.5, 2, 0.375)])
+def test_break_even_batch_tie_is_zero(impl, alpha, gamma, c):
+    """E - c gamma exactly 1 (each value exact in float64): speculation only ties at small batch
+    (speedup 1), never wins, so there is no batch below which it wins: break_even_batch is 0."""
+    assert impl.get("drafts.batch_speedup")(alpha, gamma, c, 0.0) == pytest.approx(1, rel=1e-12)
+    assert impl.get("drafts.break_even_batch")(alpha, gamma, c) == 0
+
+
 @pytest.mark.parametrize("gamma, c, ridge", [(1, 0.1, 295.0), (4, 0.05, 295.0), (8, 0.2, 100.0)])
 def test_break_even_alpha_grows_with_batch(impl, gamma, c, ridge):
     """The break-even α at batch B (bisection on batch_speedup): equal to break_even_alpha(γ, c)

@@ -59,6 +59,29 @@ def test_noise_perturbs_every_parameter_by_its_scale(impl, reference):
         assert not torch.equal(w, c.state_dict()[name]), f"{name}: another seed gave the same draft"
 
 
+def test_noise_is_one_stream_in_state_dict_order(impl, reference):
+    """The stated recipe: W + noise * std(W) * N(0, 1), the N float32 draws of ONE
+    torch.Generator().manual_seed(seed), taken parameter after parameter in state_dict order. Each
+    parameter's change is exactly proportional to its own slice of that stream (cosine > 1 - 1e-6),
+    with a scale of noise * std(W) (within 5%: biased or unbiased std alike); the target is left
+    unchanged."""
+    target = tiny_models(reference, layers=2, seed=4)
+    before = {k: v.clone() for k, v in target.state_dict().items()}
+    sigma, seed = 0.3, 7
+    draft = impl.get("drafts.draft_model")(target, n_layers=2, noise=sigma, seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    for name, w in draft.state_dict().items():
+        draw = torch.randn(w.shape, generator=g, dtype=torch.float32).flatten().double()
+        base = before[name].double()
+        delta = (w.double() - base).flatten()
+        cos = float(delta @ draw / (delta.norm() * draw.norm()))
+        assert cos > 1 - 1e-6, f"{name}: the change is not this parameter's slice of the seed's stream (cos {cos:.6f})"
+        scale = float(delta @ draw / (draw @ draw))
+        assert scale == pytest.approx(sigma * float(base.std(unbiased=False)), rel=0.05), (name, scale)
+    for k, v in target.state_dict().items():
+        assert torch.equal(v, before[k]), f"draft_model(noise={sigma}) modified the target's {k}"
+
+
 @example(layers=1, noise=0.0, seed=0, gamma=3, prompt=[1, 2, 3, 1, 2, 5]).via("mutant:drafts.draft_last_layers")
 @settings(max_examples=_scaled(8))
 @given(layers=st.integers(1, 2), noise=st.sampled_from([0.0, 0.05, 0.5, 2.0]), seed=st.integers(0, 50),

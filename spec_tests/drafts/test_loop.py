@@ -65,32 +65,70 @@ def test_perfect_draft_takes_one_pass_per_gamma_plus_one(impl, reference, gamma,
     assert target.calls == 1 + rounds
 
 
-def _target_joint(target, prompt, vocab):
-    """Exact P(t1, t2 | prompt) of the target at temperature 1 (two forward passes per t1)."""
+class Recording(Counting):
+    """A target that records, per forward pass, how many tokens it was given."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.lengths = []
+
+    def __call__(self, tokens, *args, **kwargs):
+        self.lengths.append(int(tokens.shape[-1]))
+        return super().__call__(tokens, *args, **kwargs)
+
+
+@pytest.mark.parametrize("kind, prompt, gamma, new, lengths", [
+    ("perfect", PROMPT, 3, 9, [5, 4, 4, 1]),     # rounds draft 3, 3, then min(3, 1 - 1) = 0
+    ("perfect", PROMPT, 3, 8, [5, 4, 4]),        # the second round: min(3, 4 - 1) = 3
+    ("perfect", PROMPT, 4, 3, [5, 3]),           # min(4, 3 - 1) = 2 drafts, 3 tokens
+    ("perfect", [3], 2, 3, [3]),                 # a one-token prompt: no prefill
+    ("ngram", [1, 2, 3, 1, 2], 3, 1, [4, 1]),    # n-gram has [3, 1, 2] to propose; gamma_r = 0
+    ("ngram", [1, 2, 3, 1, 2], 3, 2, [4, 2]),    # gamma_r = 1: one draft
+])
+def test_round_drafts_at_most_still_to_emit_minus_one(impl, reference, kind, prompt, gamma, new, lengths):
+    """What the target is given: the prefill prompt[:-1] (none for a one-token prompt), then per
+    round [last token] + gamma_r drafts with gamma_r = min(gamma, still to emit - 1) -- also when
+    the proposer (a perfect draft, or prompt lookup with a long match) could give more."""
+    target = Recording(tiny_models(reference, layers=2, seed=1))
+    draft = None if kind == "ngram" else tiny_models(reference, layers=2, seed=1)
+    got = impl.get("drafts.speculative_generate")(target, draft, torch.tensor(prompt, dtype=torch.int64), gamma,
+                                                  max_new_tokens=new, temperature=0)
+    assert len(got) == new
+    assert target.lengths[:len(lengths)] == lengths, (
+        f"target inputs of lengths {target.lengths}, expected {lengths} (prefill, then 1 + gamma_r per round)")
+    if kind == "perfect":
+        assert target.lengths == lengths
+
+
+def _target_joint(target, prompt, vocab, temperature=1.0):
+    """Exact P(t1, t2 | prompt) of the target at ``temperature`` (two forward passes per t1)."""
     with torch.no_grad():
-        p1 = torch.softmax(target(prompt[None])[0, -1].double(), -1)
+        p1 = torch.softmax(target(prompt[None])[0, -1].double() / temperature, -1)
         joint = torch.zeros(vocab, vocab, dtype=torch.float64)
         for t1 in range(vocab):
             seq = torch.cat([prompt, torch.tensor([t1])])
-            joint[t1] = p1[t1] * torch.softmax(target(seq[None])[0, -1].double(), -1)
+            joint[t1] = p1[t1] * torch.softmax(target(seq[None])[0, -1].double() / temperature, -1)
     return joint
 
 
-@pytest.mark.parametrize("kind, gamma", [("random", 1)])
-def test_sampled_follows_target_distribution(impl, reference, kind, gamma):
-    """Temperature 1, vocab 3: the first two emitted tokens (one round may emit both: an accepted
-    draft and the bonus token) are distributed as the target's joint; chi-square over the 9 cells
-    (cells with expected count < 5 merged), fixed seed, false alarm <= 1e-6."""
+@pytest.mark.parametrize("kind, gamma, temperature", [("random", 1, 1.0), ("random", 1, 0.25)])
+def test_sampled_follows_target_distribution(impl, reference, kind, gamma, temperature):
+    """Vocab 3, temperature 1 and 0.25 (softmax(logits / T): at T = 0.25 the target's joint is
+    sharper, so a loop that drops the temperature from p, or hands the verifier a q of another
+    temperature than the one it sampled the drafts from, is far off): the first two emitted tokens
+    (one round may emit both: an accepted draft and the bonus token) are distributed as the
+    target's joint; chi-square over the 9 cells (cells with expected count < 5 merged), fixed
+    seed, false alarm <= 1e-6 per temperature."""
     vocab, trials = 3, 300
     target = tiny_models(reference, vocab=vocab, layers=1, seed=5)
     draft = None if kind == "ngram" else tiny_models(reference, vocab=vocab, layers=1, seed=6)
     prompt = torch.tensor([0, 1, 2, 0], dtype=torch.int64)   # n-gram: "0" ... proposes 1, 2
-    joint = _target_joint(target, prompt, vocab).reshape(-1)
+    joint = _target_joint(target, prompt, vocab, temperature).reshape(-1)
     spec = impl.get("drafts.speculative_generate")
     g = generator(1234)
     counts = torch.zeros(vocab * vocab, dtype=torch.float64)
     for _ in range(trials):
-        out = spec(target, draft, prompt, gamma, max_new_tokens=2, temperature=1.0, generator=g)
+        out = spec(target, draft, prompt, gamma, max_new_tokens=2, temperature=temperature, generator=g)
         counts[int(out[0]) * vocab + int(out[1])] += 1
     expected = joint * trials
     order = torch.argsort(expected)

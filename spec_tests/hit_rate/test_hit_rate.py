@@ -112,12 +112,37 @@ def test_shared_system_prompt_survives_under_lru(impl):
     assert hits == [0] + [len(S)] * 5
 
 
+def test_extension_hits_the_whole_earlier_prompt(impl):
+    """The whole prompt is cached, its last token included: a later prompt that extends it (the
+    next turn of a conversation) hits every one of its tokens."""
+    replay = impl.get("hit_rate.replay")
+    assert replay([[1, 2, 3], [1, 2, 3, 4]]) == [0, 3]
+    assert replay([[1, 2, 3, 4], [1, 2, 3, 4, 5, 6]], block_size=2) == [0, 4]
+
+
+def test_evicts_exactly_the_excess(impl):
+    """Over capacity by n tokens, evict(n): LRU whole leaves until n are freed, no more. Room for
+    six: A (2 tokens), B (4), then C (2) frees exactly A, so B still hits; evicting one token more
+    would also take B."""
+    replay = impl.get("hit_rate.replay")
+    a, b, c = [1, 2], [3, 4, 5, 6], [7, 8]
+    assert replay([a, b, c, b], capacity=6) == [0, 0, 0, 3]
+    assert replay([a, b, c, a], capacity=6) == [0, 0, 0, 0]
+
+
 def test_cache_argument(impl):
     """``cache``: an empty cache with the radix contract is used as given (here a reference
-    RadixCache of page size 2): the same hits as the default cache."""
+    RadixCache of page size 2): the same hits as the default cache, and afterwards that cache holds
+    the trace's whole pages (replay and simulate alike)."""
     replay = impl.get("hit_rate.replay")
     trace = [[1, 2, 3, 4], [1, 2, 3, 9], [5, 6], [1, 2, 3, 4]]
-    assert replay(trace, block_size=2, cache=RadixCache(page_size=2)) == replay(trace, block_size=2) == [0, 2, 0, 2]
+    given = RadixCache(page_size=2)
+    assert replay(trace, block_size=2, cache=given) == replay(trace, block_size=2) == [0, 2, 0, 2]
+    assert given.total == 8 and given.match_prefix([1, 2, 3, 9]).length == 4, "the given cache was not used"
+    given = RadixCache(page_size=2)
+    r = impl.get("hit_rate.simulate")([(0.0, p) for p in trace], block_size=2, cache=given)
+    assert r["hits"] == [0, 2, 0, 2]
+    assert given.total == 8 and given.match_prefix([5, 6]).length == 2, "simulate did not use the given cache"
 
 
 # --- rates -------------------------------------------------------------------------------------
@@ -205,6 +230,8 @@ def test_time_saved_long_prompt_example(impl):
     assert saved == pytest.approx(3.2e-5 * 9984 + 1.1e-9 * 9984 * 9985 / 2)
     assert 0.37 < saved < 0.38
     assert impl.get("hit_rate.time_saved")(10_000, 0) == 0.0
+    # the largest legal hit, every token but the last
+    assert impl.get("hit_rate.time_saved")(10, 9, PrefillCost(1.0, 0.5, 0.25)) == pytest.approx(0.5 * 9 + 0.25 * 45)
 
 
 # --- the scheduling simulation -----------------------------------------------------------------
@@ -255,6 +282,34 @@ def test_lpm_serves_longest_cached_prefix_first(impl):
     assert lpm["order"] == [0, 2, 1, 3]
     assert lpm["hits"] == [0, 0, 5, 0] == fcfs["hits"]
     assert lpm["response"][2] < fcfs["response"][2]
+
+
+def test_lpm_ranks_by_what_would_be_served_ties_by_arrival(impl):
+    """LPM ranks by the cached prefix of prompt[:-1] (what serving it would hit), not of the whole
+    prompt; equal matches go by arrival, then index (not list position)."""
+    sim = impl.get("hit_rate.simulate")
+    A = [1, 2, 3, 4]
+    # X = A: 3 servable cached tokens (4 if its last token counted); Y = A + [5, 6]: 4
+    r = sim([(0.0, A), (0.1, list(A)), (0.2, A + [5, 6])], policy="lpm", cost=_cost())
+    assert r["order"] == [0, 2, 1] and r["hits"] == [0, 3, 4], r
+    B = [1, 2, 3, 4, 5, 6]
+    # at t = 4 (B served): indices 3 and 4 tie at 3 cached tokens, 1 and 2 at 0; arrivals out of list order
+    reqs = [(0.0, B), (0.7, [9, 9, 9]), (0.5, [8, 8, 8]), (0.9, B[:3] + [7]), (0.6, B[:3] + [5])]
+    assert sim(reqs, policy="lpm", cost=_cost())["order"] == [0, 4, 3, 2, 1]
+    assert sim(reqs, policy="fcfs", cost=_cost())["order"] == [0, 2, 4, 1, 3]
+
+
+def test_lpm_probes_refresh_lru(impl):
+    """LPM's ranking probes are accesses (SGLang): a prefix matched by a waiting request that is
+    NOT chosen is refreshed, so the next eviction takes an older one. Room for 10 tokens: A, D, C
+    cached in that order; at t = 8, X (matches A: 3) and Y (matches C: 4) wait; Y goes first and
+    its insert evicts one leaf: D (A was just probed), so X still hits A's 3 tokens."""
+    sim = impl.get("hit_rate.simulate")
+    A, D, C = [1, 1, 1], [3, 3, 3], [2, 2, 2, 2]
+    reqs = [(0.0, A), (0.1, D), (0.2, C), (5.5, A + [8]), (5.6, C + [5])]
+    r = sim(reqs, policy="lpm", capacity=10, cost=_cost())
+    assert r["order"] == [0, 1, 2, 4, 3], r
+    assert r["hits"] == [0, 0, 0, 3, 4], r
 
 
 def test_lpm_keeps_hits_that_fcfs_evicts(impl):

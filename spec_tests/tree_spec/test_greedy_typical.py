@@ -64,6 +64,42 @@ def test_greedy_is_longest_per_path_greedy(impl, reference, t):
     assert got == best, f"greedy tree verification emits {list(got)}; the longest per-path greedy result is {list(best)}"
 
 
+def _greedy_oracle(tokens, parents, p):
+    """Brute force: the nodes whose whole root path follows the argmax chain (ties to the smaller
+    id); the deepest, the first in node order among the deepest; emit its row's argmax."""
+    rows = p.tolist()
+    argmax = [min(range(len(r)), key=lambda t: (-r[t], t)) for r in rows]
+    n = len(tokens)
+    ok, depth = [True] + [False] * (n - 1), [0] * n
+    for i in range(1, n):
+        depth[i] = depth[parents[i]] + 1
+        ok[i] = ok[parents[i]] and tokens[i] == argmax[parents[i]]
+    best = min((i for i in range(n) if ok[i]), key=lambda i: (-depth[i], i))
+    path, j = [], best
+    while j >= 0:
+        path.append(j)
+        j = parents[j]
+    path = path[::-1]
+    return tuple(tokens[i] for i in path[1:]) + (argmax[best],), path
+
+
+@example(t=([0, 1, 1], [-1, 0, 0], torch.tensor([[0, 1], [1, 0], [0, 1]], dtype=torch.float64))).via(
+    "mutant:tree_spec.deepest_ties_to_last")
+@given(t=float_trees())
+def test_greedy_keeps_first_deepest_node(impl, t):
+    """Any tree (siblings may repeat a token, so several nodes may match the argmax chain): the
+    accepted nodes are the root path of the deepest matching node, the FIRST in node order among
+    the deepest (its K/V are the ones kept), and the final token is that node's argmax."""
+    tokens, parents, p = t
+    tree = impl.get("tree_spec.tree_from_parents")(tokens, parents)
+    res = impl.get("tree_spec.verify_tree_greedy")(tree, p)
+    got = read_verified(res, tokens, p.shape[1], "verify_tree_greedy")
+    want, nodes = _greedy_oracle(tokens, parents, p)
+    assert (got, res.nodes.tolist()) == (want, nodes), (
+        f"verify_tree_greedy keeps nodes {res.nodes.tolist()} and emits {list(got)}; the first deepest "
+        f"argmax path is {nodes}, emitting {list(want)}")
+
+
 def test_greedy_ties_to_smaller_id(impl):
     """argmax ties go to the smaller token id (torch.argmax's rule): p = (.5, .5) follows child 0."""
     tree = impl.get("tree_spec.build_tree")(0, [[1, 1], [0, 1]])
@@ -92,26 +128,47 @@ def _typical_oracle(tokens, parents, p, eps, delta, u0):
     while j >= 0:
         path.append(j)
         j = parents[j]
-    return tuple(tokens[i] for i in path[::-1][1:]) + (inverse_cdf(rows[best], u0),)
+    return tuple(tokens[i] for i in path[::-1][1:]) + (inverse_cdf(rows[best], u0),), path[::-1]
 
 
 @example(t=([0, 1, 0], [-1, 0, 1], torch.tensor([[.6, .4], [.95, .05], [.5, .5]], dtype=torch.float64)),
          eps=0.09, delta=0.3, u0=0.5).via("mutant:tree_spec.typical_own_row")
 @example(t=([0, 1], [-1, 0], torch.tensor([[.9, .1], [.5, .5]], dtype=torch.float64)),
          eps=0.5, delta=0.3, u0=0.5).via("mutant:tree_spec.typical_no_exp")
+@example(t=([0, 1], [-1, 0], torch.tensor([[.82, .18], [.5, .5]], dtype=torch.float64)),
+         eps=0.3, delta=0.3, u0=0.5).via("mutant:tree_spec.typical_entropy_log2")
 @given(t=float_trees(), eps=st.sampled_from([0.09, 0.3, 1.0]), delta=st.sampled_from([0.0, 0.3, 0.55]),
        u0=st.floats(0, 1, exclude_max=True))
 def test_typical_accept_matches_medusa_rule(impl, t, eps, delta, u0):
-    """Candidate c (parent cur) is typical iff p_cur(x_c) > min(ε, δ exp(-H(p_cur))); the deepest
-    all-typical root path (first in node order) is kept; the final token is inverse_cdf(p_last, u_0)."""
+    """Candidate c (parent cur) is typical iff p_cur(x_c) > min(ε, δ exp(-H(p_cur))), H in nats
+    (the pinned (.82, .18) row: threshold 0.3 e^-0.471 = 0.187 > 0.18, rejected; in bits it would be
+    0.152, accepted); the deepest all-typical root path (first in node order) is kept, its nodes
+    returned; the final token is inverse_cdf(p_last, u_0)."""
     tokens, parents, p = t
     tree = impl.get("tree_spec.tree_from_parents")(tokens, parents)
     u = torch.full((len(tokens),), 0.5, dtype=torch.float64)
     u[0] = u0
-    got = read_verified(impl.get("tree_spec.typical_accept")(tree, p, epsilon=eps, delta=delta, uniforms=u),
-                        tokens, p.shape[1], "typical_accept")
-    want = _typical_oracle(tokens, parents, p, eps, delta, u0)
+    res = impl.get("tree_spec.typical_accept")(tree, p, epsilon=eps, delta=delta, uniforms=u)
+    got = read_verified(res, tokens, p.shape[1], "typical_accept")
+    want, nodes = _typical_oracle(tokens, parents, p, eps, delta, u0)
     assert got == want, f"typical_accept(ε={eps}, δ={delta}) emits {list(got)}, Medusa's rule {list(want)}"
+    assert res.nodes.tolist() == nodes, f"typical_accept keeps nodes {res.nodes.tolist()}, Medusa's rule {nodes}"
+
+
+def test_typical_generator_draws_n_uniforms(impl):
+    """typical_accept(generator=g) uses only uniforms[0] but still draws N: it equals
+    typical_accept(uniforms=torch.rand(N, dtype=float64)) from the same seed, and g ends in that
+    draw's state."""
+    accept = impl.get("tree_spec.typical_accept")
+    tree = impl.get("tree_spec.build_tree")(0, [[1, 2], [2, 0], [1, 1]])
+    n = len(tree.tokens)
+    p = torch.softmax(torch.randn(n, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64), 1)
+    for seed in range(10):
+        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        a = accept(tree, p, generator=g1)
+        b = accept(tree, p, uniforms=torch.rand(n, generator=g2, dtype=torch.float64))
+        assert a.tokens.tolist() == b.tokens.tolist(), (seed, a, b)
+        assert torch.equal(g1.get_state(), g2.get_state()), "the generator must be consumed as torch.rand(N, float64)"
 
 
 def test_typical_defaults_are_medusas(impl):
@@ -206,6 +263,8 @@ VERIFY_BAD = [
         ValueError, ("tree",)),
     Bad("uniforms wrong length", dict(uniforms=torch.zeros(3, dtype=torch.float64)), ValueError, ("uniforms",)),
     Bad("uniforms = 1", dict(uniforms=torch.tensor([0.1, 0.2, 1.0, 0.3], dtype=torch.float64)), ValueError, ("uniforms",)),
+    Bad("uniforms negative", dict(uniforms=torch.tensor([0.1, -0.2, 0.5, 0.3], dtype=torch.float64)), ValueError,
+        ("uniforms",)),
     Bad("uniforms int", dict(uniforms=torch.zeros(4, dtype=torch.int64)), TypeError, ("uniforms",)),
     Bad("uniforms a list", dict(uniforms=[0.1] * 4), TypeError, ("uniforms",)),
     Bad("generator an int", dict(generator=7), TypeError, ("generator",)),

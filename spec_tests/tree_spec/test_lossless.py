@@ -123,6 +123,9 @@ PINNED = {
     "the residual replaces p: a repeated sibling of a rejected token is rejected": (
         _pin([0, 0, 0], [-1, 0, 0], [[.25, .25, .5], [0, 1, 0], [0, 1, 0]], q=[[.5, .5, 0]] * 3, u=[0.1, 0.6, 0.0]),
         [2], "residual_not_updated"),
+    # the final draw at v = 0 is the first token of positive probability, never a zero-weight one
+    "the final draw at v = 0 skips a token of probability 0": (
+        _pin([1], [-1], [[0, .5, .5]], u=[0.0]), [1], "inverse_cdf_strict"),
     "one node: a token from p[0]": (
         _pin([3], [-1], [[.25, .25, .25, .25]], u=[0.6]), [2], "boundary: a tree of one node"),
     "depth 2: the accepted child's children are tried": (

@@ -154,6 +154,25 @@ def test_tree_logits_float32(impl, reference):
         assert float((got[i] - want).abs().max()) <= TOL[torch.float32], (i, path)
 
 
+@pytest.mark.parametrize("context_len, paths", [
+    (29, [[1, 2], [1, 3], [4, 5], [4, 6], [7, 0], [2]]),    # depth 2: positions up to 31 = max_seq_len - 1
+    (30, [[1], [2], [3], [4], [5]]),                        # depth 1: 6 nodes, positions up to 31
+])
+def test_tree_logits_fill_max_seq_len(impl, reference, context_len, paths):
+    """Only the DEPTH counts against max_seq_len (siblings share a position): context C + a tree of
+    depth D with C + D + 1 == max_seq_len (32) is legal however many nodes it has, and each node's
+    row is still its path run alone."""
+    model = _model(reference, torch.float64)
+    context = [(5 * i + 1) % 8 for i in range(context_len)]
+    tree = impl.get("tree_spec.build_tree")(3, paths)
+    assert context_len + int(max(tree.depth.tolist())) + 1 == model.config.max_seq_len < context_len + len(tree.tokens)
+    got = impl.get("tree_spec.tree_logits")(model, torch.tensor(context, dtype=torch.int64), tree)
+    for i, path in enumerate(_paths_of(tree)):
+        with torch.no_grad():
+            want = model(torch.tensor([context + [3] + list(path)], dtype=torch.int64))[0, -1]
+        assert float((got[i].double() - want.double()).abs().max()) <= TOL[torch.float64], (i, path)
+
+
 # ----------------------------------------------------------------------------- bad input
 BUILD_BAD = [
     Bad("root negative", dict(root=-1), ValueError, ("root",)),
