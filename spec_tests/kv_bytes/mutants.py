@@ -81,3 +81,40 @@ MUTANTS = [
           "seq_len: int, batch: int = 1,\n",
           "seq_len: int, batch: int = 0,\n"),
 ]
+MUTANTS += [
+    # Probes for gaps (cache device, per-layer lengths, k/v checks, returned views).
+    Patch("cache_device_ignored",
+          "KVCache drops its device argument: k and v are always allocated on the CPU.",
+          "reference/kv_bytes.py",
+          "        self.k = torch.zeros(shape, dtype=dtype, device=device)\n"
+          "        self.v = torch.zeros(shape, dtype=dtype, device=device)\n",
+          "        self.k = torch.zeros(shape, dtype=dtype)\n"
+          "        self.v = torch.zeros(shape, dtype=dtype)\n"),
+    Patch("seq_len_last_layer",
+          "seq_len reads the last layer's length instead of layer 0's: mid forward pass (layer 0 "
+          "appended, later layers not yet) it reports the old length.",
+          "reference/kv_bytes.py",
+          "        return self.lengths[0]\n",
+          "        return self.lengths[-1]\n"),
+    Patch("lengths_shared_across_layers",
+          "append advances every layer's length, not just the appended layer's.",
+          "reference/kv_bytes.py",
+          "        self.lengths[layer] = start + n\n",
+          "        self.lengths = [start + n] * len(self.lengths)\n"),
+    Patch("kv_shape_mismatch_unchecked",
+          "append does not check that k and v have the same shape.",
+          "reference/kv_bytes.py",
+          "        if k.shape != v.shape:\n",
+          "        if False:\n"),
+    Patch("append_returns_whole_buffer",
+          "append returns views of all max_seq_len positions (zeros included) instead of the "
+          "cached ones.",
+          "reference/kv_bytes.py",
+          "        return self.k[layer, :, :, :start + n], self.v[layer, :, :, :start + n]\n",
+          "        return self.k[layer], self.v[layer]\n"),
+    Patch("start_from_layer_zero",
+          "append writes at layer 0's length for every layer.",
+          "reference/kv_bytes.py",
+          "        start, n = self.lengths[layer], k.shape[2]\n",
+          "        start, n = self.lengths[0], k.shape[2]\n"),
+]

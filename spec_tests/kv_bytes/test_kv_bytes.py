@@ -104,6 +104,29 @@ def test_cache_omitted_arguments_mean_the_defaults(impl):
         assert a.nbytes == b.nbytes == 2 * 2 * 1 * 2 * 4 * 3 * 4 and a.seq_len == 0
 
 
+def test_cache_allocates_on_the_given_device(impl):
+    """KVCache(device=...) allocates k and v there ("meta": no memory, yet the sizes and nbytes
+    are the formula's). Mutant: cache_device_ignored."""
+    C = impl.get("kv_bytes.KVCache")
+    cfg = dict(layers=2, batch=1, kv_heads=2, head_dim=4, max_seq_len=3, dtype=torch.float16)
+    cache = C(**cfg, device="meta")
+    for t in (cache.k, cache.v):
+        assert t.device.type == "meta", f"KVCache(device='meta') allocated on {t.device}"
+    assert cache.nbytes == 2 * 2 * 1 * 2 * 4 * 3 * 2
+
+
+def test_seq_len_is_layer_zero_mid_pass(impl):
+    """Mid forward pass (layer 0 appended, later layers not yet) seq_len is layer 0's count, and
+    each layer keeps its own length. Mutant: seq_len_last_layer."""
+    cache = impl.get("kv_bytes.KVCache")(layers=3, batch=1, kv_heads=1, head_dim=2, max_seq_len=5)
+    k = torch.ones(1, 1, 2, 2)
+    cache.append(0, k, k)
+    assert cache.seq_len == 2, f"after appending 2 tokens to layer 0 only, seq_len is {cache.seq_len}"
+    cache.append(1, k, k)
+    cache.append(0, k[:, :, :1], k[:, :, :1])
+    assert cache.seq_len == 3 and list(cache.lengths) == [3, 2, 0], (cache.seq_len, list(cache.lengths))
+
+
 def test_course_7b_example(impl):
     """A Llama-2-7B-shaped model in fp16: 0.5 MiB per token, 1 GiB at 2K, 16 GiB at 32K context."""
     f = impl.get("kv_bytes.kv_cache_bytes")

@@ -107,3 +107,62 @@ MUTANTS += [
           '    t = tuple(__import__("array").array("f", [check_real("token_times", x) for x in token_times]))\n'
           '    a = __import__("array").array("f", [a])[0]\n'),
 ]
+MUTANTS += [
+    # Probes for gaps (run window, distribution formulas, validation boundaries, input mutation).
+    Patch("duration_from_first_token",
+          "The run window starts at the first token instead of the first arrival.",
+          "reference/metrics.py",
+          "    start = min(a for a, _ in checked)\n",
+          "    start = min(t[0] for _, t in checked)\n"),
+    Patch("duration_ends_at_last_request",
+          "The run window ends at the last token of the last request in list order, not the "
+          "latest token of any request.",
+          "reference/metrics.py",
+          "    end = max(t[-1] for _, t in checked)\n",
+          "    end = checked[-1][1][-1]\n"),
+    Patch("mean_is_median",
+          "Distribution.mean is the (upper) median instead of the arithmetic mean.",
+          "reference/metrics.py",
+          "mean=math.fsum(values) / len(values),",
+          "mean=sorted(values)[len(values) // 2],"),
+    Patch("one_token_tpot_in_distribution",
+          "One-token requests enter the TPOT distribution as 0.0 instead of being left out.",
+          "reference/metrics.py",
+          "    tpots = [m.tpot for m in per_request if m.tpot is not None]\n",
+          "    tpots = [0.0 if m.tpot is None else m.tpot for m in per_request]\n"),
+    Patch("goodput_as_fraction",
+          "Goodput is good requests / all requests (a fraction) instead of good requests per second.",
+          "reference/metrics.py",
+          "good_requests=good, goodput=good / duration,",
+          "good_requests=good, goodput=good / len(per_request),"),
+    Patch("itl_per_request_means",
+          "The ITL distribution pools each request's mean gap (its TPOT) instead of every gap.",
+          "reference/metrics.py",
+          "    gaps = [g for m in per_request for g in m.itl]\n",
+          "    gaps = [m.tpot for m in per_request if m.tpot is not None]\n"),
+    Patch("token_at_arrival_rejected",
+          "A first token at the arrival instant (TTFT 0) is rejected as before arrival (<= for <).",
+          "reference/metrics.py",
+          "    if t[0] < a:\n",
+          "    if t[0] <= a:\n"),
+    Patch("percentile_sorts_input",
+          "percentile sorts the caller's list in place (values.sort()) before reading it.",
+          "reference/metrics.py",
+          '    v = sorted(check_real("values", x) for x in values)\n',
+          '    if isinstance(values, list) and all(isinstance(x, float) for x in values):\n'
+          '        values.sort()\n'
+          '    v = sorted(check_real("values", x) for x in values)\n'),
+]
+MUTANTS += [
+    Patch("request_longer_than_pair_accepted",
+          "A request is checked for at least two fields (len(req) < 2) instead of exactly two: a "
+          "triple reaches check_request and fails with a TypeError not naming requests.",
+          "reference/metrics.py",
+          "        if not isinstance(req, Sequence) or len(req) != 2:\n",
+          "        if not isinstance(req, Sequence) or len(req) < 2:\n"),
+    Patch("tpot_slo_on_worst_gap",
+          "The TPOT SLO is checked against the request's largest inter-token gap instead of its TPOT.",
+          "reference/metrics.py",
+          "    tpot_ok = tpot_slo is None or m.tpot is None or m.tpot <= tpot_slo\n",
+          "    tpot_ok = tpot_slo is None or m.tpot is None or max(m.itl) <= tpot_slo\n"),
+]

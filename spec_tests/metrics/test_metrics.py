@@ -384,6 +384,8 @@ SUMMARIZE_BAD = [
     Bad("requests a string", dict(requests="01"), TypeError, ("requests",)),
     Bad("zero-length run window", dict(requests=[(0.0, [0.0])]), ValueError, ("requests",)),
     Bad("request not a pair", dict(requests=[(0.0, [1.0]), (0.0,)]), ValueError, ("requests",)),
+    # Mutant: request_longer_than_pair_accepted.
+    Bad("request a triple", dict(requests=[(0.0, [1.0]), (0.0, [1.0], 2.0)]), ValueError, ("requests",)),
     Bad("request with empty token_times", dict(requests=[(0.0, [1.0]), (0.0, [])]), ValueError,
         ("token_times",)),
     Bad("request with decreasing token_times", dict(requests=[(0.0, [1.0, 0.5])]), ValueError,

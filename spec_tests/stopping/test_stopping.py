@@ -221,6 +221,19 @@ def test_course_examples(impl):
     assert tuple(c.append(2)) == ("", True, "stop") and c.stop_reason == 2 and c.text == ""
 
 
+def test_overlapping_occurrence_after_min_tokens(impl):
+    """An occurrence that overlaps an older one (complete at a token <= min_tokens, so it does
+    not count) still stops when it ends in a later token: occurrences are searched overlapping.
+    Mutant: non_overlapping_search."""
+    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+    for stop, first, second, final in (("aa", b"aa", b"a", "a"), ("aba", b"aba", b"ba", "ab")):
+        c = C(P(min_tokens=1, stop=stop), {0: first, 1: second})
+        c.append(0)
+        step = c.append(1)
+        assert step.finished and (c.text, c.finish_reason, c.stop_reason) == (final, "stop", stop), (
+            stop, tuple(step), c.text, c.stop_reason)
+
+
 # --- defaults --------------------------------------------------------------------------------
 # The documented defaults of StopParams (reference/stopping.py): what omitting an argument means.
 PARAMS_DEFAULTS = dict(max_tokens=None, min_tokens=0, eos_token_id=None, ignore_eos=False,
