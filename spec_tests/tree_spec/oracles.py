@@ -185,3 +185,19 @@ def ancestors(parents: list[int], i: int) -> set[int]:
         out.add(i)
         i = parents[i]
     return out
+
+
+def assert_generator_is_one_uniform_draw(impl, fn_name: str, seeds: int) -> None:
+    """``fn(tree, p, generator=g)`` == ``fn(tree, p, uniforms=torch.rand(N, float64))`` drawn from
+    the same seed, and ``g`` ends in that draw's state (the contract's consumption of the
+    generator), for ``seeds`` seeds on a fixed 3-path tree of N nodes."""
+    fn = impl.get(fn_name)
+    tree = impl.get("tree_spec.build_tree")(0, [[1, 2], [2, 0], [1, 1]])
+    n = len(tree.tokens)
+    p = torch.softmax(torch.randn(n, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64), 1)
+    for seed in range(seeds):
+        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
+        a = fn(tree, p, generator=g1)
+        b = fn(tree, p, uniforms=torch.rand(n, generator=g2, dtype=torch.float64))
+        assert a.tokens.tolist() == b.tokens.tolist(), (seed, a, b)
+        assert torch.equal(g1.get_state(), g2.get_state()), "the generator must be consumed as torch.rand(N, float64)"

@@ -10,7 +10,7 @@ import torch
 from hypothesis import example, given, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases, set_entry
-from spec_tests.tree_spec.oracles import inverse_cdf, read_verified
+from spec_tests.tree_spec.oracles import assert_generator_is_one_uniform_draw, inverse_cdf, read_verified
 from spec_tests.tree_spec.strategies import parent_arrays
 
 
@@ -159,16 +159,7 @@ def test_typical_generator_draws_n_uniforms(impl):
     """typical_accept(generator=g) uses only uniforms[0] but still draws N: it equals
     typical_accept(uniforms=torch.rand(N, dtype=float64)) from the same seed, and g ends in that
     draw's state."""
-    accept = impl.get("tree_spec.typical_accept")
-    tree = impl.get("tree_spec.build_tree")(0, [[1, 2], [2, 0], [1, 1]])
-    n = len(tree.tokens)
-    p = torch.softmax(torch.randn(n, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64), 1)
-    for seed in range(10):
-        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
-        a = accept(tree, p, generator=g1)
-        b = accept(tree, p, uniforms=torch.rand(n, generator=g2, dtype=torch.float64))
-        assert a.tokens.tolist() == b.tokens.tolist(), (seed, a, b)
-        assert torch.equal(g1.get_state(), g2.get_state()), "the generator must be consumed as torch.rand(N, float64)"
+    assert_generator_is_one_uniform_draw(impl, "tree_spec.typical_accept", seeds=10)
 
 
 def test_typical_defaults_are_medusas(impl):

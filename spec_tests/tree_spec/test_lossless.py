@@ -11,7 +11,8 @@ from hypothesis import example, given, settings, strategies as st
 
 from spec_tests.speculative.oracles import lossless_violation
 from spec_tests.speculative.strategies import TreeCase, batch_cases
-from spec_tests.tree_spec.oracles import POINTS, read_verified, rule_distribution, tree_cells, verify_kwargs
+from spec_tests.tree_spec.oracles import (POINTS, assert_generator_is_one_uniform_draw, read_verified,
+                                         rule_distribution, tree_cells, verify_kwargs)
 from spec_tests.tree_spec.strategies import ROOT, SpecTree, spec_trees
 
 ONE_MINUS = 1.0 - 2.0 ** -53
@@ -149,14 +150,4 @@ def test_pinned(impl, name):
 def test_generator_draws_n_uniforms(impl):
     """verify_tree(generator=g) == verify_tree(uniforms=torch.rand(N, dtype=float64) from the same
     seed), and g ends in that draw's state."""
-    verify = impl.get("tree_spec.verify_tree")
-    tree = impl.get("tree_spec.build_tree")(0, [[1, 2], [2, 0], [1, 1]])
-    n = len(tree.tokens)
-    gen = torch.Generator().manual_seed(0)
-    p = torch.softmax(torch.randn(n, 3, generator=gen, dtype=torch.float64), 1)
-    for seed in range(20):
-        g1, g2 = torch.Generator().manual_seed(seed), torch.Generator().manual_seed(seed)
-        a = verify(tree, p, generator=g1)
-        b = verify(tree, p, uniforms=torch.rand(n, generator=g2, dtype=torch.float64))
-        assert a.tokens.tolist() == b.tokens.tolist(), (seed, a, b)
-        assert torch.equal(g1.get_state(), g2.get_state()), "the generator must be consumed as torch.rand(N, float64)"
+    assert_generator_is_one_uniform_draw(impl, "tree_spec.verify_tree", seeds=20)
