@@ -234,6 +234,20 @@ def test_overlapping_occurrence_after_min_tokens(impl):
             stop, tuple(step), c.text, c.stop_reason)
 
 
+def test_length_finish_drops_the_pending_tail(impl):
+    """Rule 1: when generation finishes, pending bytes (a UTF-8 character still incomplete) are
+    dropped, never turned into U+FFFD -- also at a length finish, where the last token itself
+    leaves the tail pending ("a", then the first two bytes of the three-byte euro sign). Mutant:
+    pending_replaced_at_length."""
+    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+    for stop in ((), ("zz",)):
+        c = C(P(max_tokens=2, stop=stop), {0: b"a", 1: "\u20ac".encode()[:2]})
+        c.append(0)
+        step = c.append(1)
+        assert step.finished and c.finish_reason == "length", (stop, tuple(step))
+        assert c.text == "a", (stop, c.text)
+
+
 # --- defaults --------------------------------------------------------------------------------
 # The documented defaults of StopParams (reference/stopping.py): what omitting an argument means.
 PARAMS_DEFAULTS = dict(max_tokens=None, min_tokens=0, eos_token_id=None, ignore_eos=False,
