@@ -166,18 +166,14 @@ def _draw_triton(p, q, x, k, lens, greedy, v) -> torch.Tensor | None:
         return None
     if bool(flag.any()):                                    # the one device sync of this path
         fi = flag.nonzero().squeeze(1)
-        if p.device.type == "cpu":
-            token[fi] = _draw_torch(p, q, x, fi, k[fi], k[fi] < lens[fi], v[fi], None, "flagged_")
-        else:
-            # Uncertified rows are drawn in the contract's order -- a sequential float64 cumsum,
-            # which is what torch.cumsum does on the CPU; on CUDA it is a parallel scan whose
-            # last bits depend on the shape, and these rows are exactly the ones where the last
-            # bits decide the token. They are rare (~1e-12 per row), so the copy costs nothing.
-            n = fi.numel()
-            cpu = lambda t: None if t is None else t[fi].cpu()  # noqa: E731
-            got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(n), k[fi].cpu(), (k[fi] < lens[fi]).cpu(),
-                              v[fi].cpu(), None, "flagged_")
-            token[fi] = got.to(token.device)
+        # Uncertified rows are drawn on the CPU, in the contract's order -- a sequential float64
+        # cumsum, which is what torch.cumsum does there; on CUDA it is a parallel scan whose last
+        # bits depend on the shape, and these rows are exactly the ones where the last bits
+        # decide the token. They are rare (~1e-12 per row), so the copy costs nothing.
+        cpu = lambda t: None if t is None else t[fi].cpu()  # noqa: E731
+        got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(fi.numel()), cpu(k), cpu(k < lens),
+                          cpu(v), None, "flagged_")
+        token[fi] = got.to(token.device)
     return token
 
 
