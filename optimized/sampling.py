@@ -67,6 +67,9 @@ CDF_CHUNK = 256          # the draw's two-level inverse CDF: chunk length
 # for float32 compute, and on the CPU when the Triton interpreter is on (TRITON_INTERPRET=1);
 # anything else = never. Environment: INFERSPEC_SAMPLING_TRITON.
 SORT_FREE = os.environ.get("INFERSPEC_SAMPLING_TRITON", "0")
+# Its schedule: True = each row split over several programs per pass (optimized/_sampling_split.py),
+# False = one program per row (optimized/_sampling_triton.py: sort_free). Same contract and search.
+SORT_FREE_SPLIT = True
 INTERPRET_MAX_VOCAB = 4096   # off CUDA (the interpreter runs one program at a time) "1" applies
 INTERPRET_MAX_ROWS = 64      # to batches up to this many rows of up to this many tokens
 
@@ -405,7 +408,10 @@ def _use_sort_free(x: torch.Tensor) -> bool:
 
 def _sort_free(x: torch.Tensor, rows: Rows, u: torch.Tensor | None):
     """The Triton sort-free sampler: tokens (u given) or dense probabilities (u None)."""
-    from optimized._sampling_triton import sort_free
+    if SORT_FREE_SPLIT:
+        from optimized._sampling_split import sort_free_split as sort_free
+    else:
+        from optimized._sampling_triton import sort_free
     tok, status, m, thr = sort_free(x, rows.temperature, rows.top_k, rows.top_p, rows.min_p, u)
     if bool(status.any()):                               # the one device sync
         _raise_bad(status)

@@ -139,9 +139,16 @@ class Timer:
         return (time.perf_counter() - t0) * 1e3
 
 
-SWEEP = {  # the sort-free kernel's launch configs timed next to the default (SORT_FREE_CONFIG)
-    "BLOCK=2048 PP=4 warps=8": dict(BLOCK=2048, PP=4, num_warps=8),
-    "BLOCK=512 PP=8 warps=4": dict(BLOCK=512, PP=8, num_warps=4),
+SWEEP = {  # the split sort-free sampler's launch configs timed next to its default (SPLIT_CONFIG)
+    "SPLIT=8": dict(SPLIT=8),
+    "SPLIT=32": dict(SPLIT=32),
+    "PP=16": dict(PP=16),
+    "PP=4": dict(PP=4),
+    "NPASS=2": dict(NPASS=2),
+    "NPASS=5": dict(NPASS=5),
+    "CAP=4096": dict(CAP=4096),
+    "BLOCK=2048 warps=8": dict(BLOCK=2048),
+    "BLOCK=512 warps=4": dict(BLOCK=512, num_warps=4),
 }
 
 
@@ -174,12 +181,15 @@ def contenders(device, name, kw, x, gen):
     p = SamplingParams(**kw)
     runs = {"optimized": lambda: opt.sample(x, p, gen)}      # the default path
     if device == "cuda":
-        import optimized._sampling_triton as tri
-        runs["optimized sort-free (INFERSPEC_SAMPLING_TRITON=1)"] = _with(
-            {(opt, "SORT_FREE"): "1"}, lambda: opt.sample(x, p, gen))
+        import optimized._sampling_split as spl
+        runs["optimized sort-free split (INFERSPEC_SAMPLING_TRITON=1)"] = _with(
+            {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True}, lambda: opt.sample(x, p, gen))
+        runs["optimized sort-free one program per row"] = _with(
+            {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): False}, lambda: opt.sample(x, p, gen))
         for label, cfg in SWEEP.items():
-            runs[f"optimized sort-free {label}"] = _with(
-                {(opt, "SORT_FREE"): "1", (tri, "SORT_FREE_CONFIG"): dict(tri.SORT_FREE_CONFIG, **cfg)},
+            runs[f"optimized sort-free split {label}"] = _with(
+                {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True,
+                 (spl, "SPLIT_CONFIG"): dict(spl.SPLIT_CONFIG, **cfg)},
                 lambda: opt.sample(x, p, gen))
         runs["torch.sort alone"] = lambda: torch.sort(x, dim=1, descending=True)
         if "top_k" not in kw:
@@ -206,11 +216,14 @@ def device_tokens_check(device, vocab: int, batch: int) -> dict:
             p = SamplingParams(**kw)
             a = _with({(opt, "SORT_FREE"): "1"}, lambda: opt.sample(x, p, uniforms=u))()
             b = _with({(opt, "SORT_FREE"): "0"}, lambda: opt.sample(x, p, uniforms=u))()
+            one = _with({(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): False},
+                        lambda: opt.sample(x, p, uniforms=u))()
             r = ref.sample(x, p, uniforms=u)
             kept = _with({(opt, "SORT_FREE"): "1"}, lambda: opt.sampling_probs(x[:16], p) > 0)()
             kept_same = int((ref.sampling_probs(x[:16], p) > 0).eq(kept).all(1).sum())
             out[f"{dist} / {name}"] = dict(rows=batch, same_as_reference=int((a == r).sum()),
                                            same_as_previous_path=int((a == b).sum()),
+                                           same_as_one_program_per_row=int((a == one).sum()),
                                            kept_set_same_rows_of_16=kept_same)
     return out
 
