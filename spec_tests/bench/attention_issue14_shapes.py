@@ -11,6 +11,14 @@ against the float64 oracle with the tolerance rule, forward and backward. GQA pe
 as ``kv="repeated"``: that costs the peer the larger K/V reads, so it is marked). Also sweeps a few
 forward tiles at the two GQA shapes (the many-short-sequence case), each checked first.
 
+Host-descriptor forward (``_flash_forward`` config keys HOST_DESC / PERSISTENT, off by default):
+every shape times ``ours_host`` (the shipped tile + HOST_DESC) and ``ours_host_persist`` (+ PERSISTENT;
+``_sN`` when the shipped num_stages leaves a persistent program over the 227 KiB of shared memory,
+which keeps an extra O buffer), and the GQA shapes time ``ours_host_{tile}`` / ``ours_hostp_{tile}``
+over GQA_HOST_TILES (persistent also over GQA_PERSIST_EXTRA). Each is checked first like the tiles
+(out vs the oracle; the check row also says whether out and lse have the bits of the
+device-descriptor kernel at the same tile).
+
     PYTHONPATH=. python3 spec_tests/bench/attention_issue14_shapes.py --out $OUT/attention_issue14_h200.json
 """
 from __future__ import annotations
@@ -29,6 +37,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 import optimized.flash_attention as fa
 import reference.attention as ref
 from conformance.tolerance import assert_close_to_oracle
+from spec_tests.attention.oracles import lse_floor_from
 
 SHAPES = [  # B, Hq, Hkv, N, D, causal, dtype
     (4, 16, 16, 4096, 128, False, "fp16"),
@@ -41,6 +50,32 @@ SHAPES = [  # B, Hq, Hkv, N, D, causal, dtype
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 GQA_FWD_SWEEP = [(64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 128, 4, 3), (64, 64, 4, 4),
                  (128, 64, 4, 3)]
+GQA_HOST_TILES = [(64, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3)]
+GQA_PERSIST_EXTRA = [(64, 64, 4, 2), (128, 128, 8, 2)]  # a persistent program holds one more M x D tile
+HOST_KEYS = ("HOST_DESC", "PERSISTENT", "PROGRAMS_PER_SM")
+
+
+def tile_cfg(bm, bn, w, s) -> dict:
+    return dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, WARP_SPEC=False)
+
+
+def tile_name(cfg) -> str:
+    return f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}w{cfg['num_warps']}s{cfg['num_stages']}"
+
+
+def persistent_smem(cfg, d, dtype) -> int:
+    """Shared memory of a persistent host-descriptor program at this tile (fa.fwd_shared_bytes)."""
+    return fa.fwd_shared_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], fa._block_d(d), cfg["num_stages"],
+                               dtype.itemsize, persistent=True)
+
+
+def persistent_cfg(cfg, d, dtype) -> tuple[dict, str]:
+    """cfg + HOST_DESC + PERSISTENT, num_stages lowered until a program fits in shared memory;
+    the provider suffix says the stages when they were lowered."""
+    out = dict(cfg, HOST_DESC=True, PERSISTENT=True)
+    while out["num_stages"] > 1 and persistent_smem(out, d, dtype) > fa.SMEM_PER_PROGRAM:
+        out["num_stages"] -= 1
+    return out, ("" if out["num_stages"] == cfg["num_stages"] else f"_s{out['num_stages']}")
 
 
 def log(*a):
@@ -62,20 +97,42 @@ def make(b, hq, hkv, n, d, dtype, seed=0, grad=False):
 
 
 def check(hq_over_hkv, n, d, causal, dtype, fcfg=None) -> dict:
-    """2 query heads (sharing one KV head when GQA) against the float64 oracle, fwd and bwd."""
+    """2 query heads (sharing one KV head when GQA) against the float64 oracle, fwd (out, lse) and
+    bwd. With a forward config: forward only (an error launching it is the result), and when the
+    config takes the host-descriptor kernel, whether out and lse have the bits of the
+    device-descriptor kernel at the same tiles (``bits``)."""
     hkv = 1 if hq_over_hkv > 1 else 2
     q, k, v = make(1, 2, hkv, min(n, 4096), d, dtype, seed=7)
     scale = 1 / math.sqrt(d)
     res = {}
-    out, lse = fa._flash_forward(q, k, v, None, None, 0, 0, causal, None, scale, fcfg)
+    try:
+        out, lse = fa._flash_forward(q, k, v, None, None, 0, 0, causal, None, scale,
+                                     None if fcfg is None else dict(fcfg))
+    except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory for this tile
+        if fcfg is None:
+            raise
+        return dict(fwd=f"error: {exc!r}"[:300])
     kr, vr = (k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)) if hkv == 1 else (k, v)
-    r_out = ref.attention(q, kr, vr, causal=causal)
-    o_out = ref.attention(q.double(), kr.double(), vr.double(), causal=causal)
+    r_out, r_lse = ref.attention(q, kr, vr, causal=causal, return_lse=True)
+    o_out, o_lse = ref.attention(q.double(), kr.double(), vr.double(), causal=causal, return_lse=True)
     try:
         assert_close_to_oracle(out, r_out, o_out, name="out")
         res["fwd"] = "ok"
     except AssertionError as exc:
         res["fwd"] = str(exc).splitlines()[0]
+    try:
+        assert_close_to_oracle(lse, r_lse, o_lse, name="lse", floor_from=lse_floor_from(q, kr, scale))
+        res["lse"] = "ok"
+    except AssertionError as exc:
+        res["lse"] = str(exc).splitlines()[0]
+    if fcfg is not None and fcfg.get("HOST_DESC"):
+        tiles = {key: val for key, val in fcfg.items() if key not in HOST_KEYS}
+        d_out, d_lse = fa._flash_forward(q, k, v, None, None, 0, 0, causal, None, scale, tiles)
+        same = torch.equal(out.view(torch.int16), d_out.view(torch.int16)) and torch.equal(
+            lse.view(torch.int32), d_lse.view(torch.int32))
+        res["bits"] = "same" if same else (
+            f"differ: out {(out.double() - d_out.double()).abs().max().item():.3e}, "
+            f"lse {(lse.double() - d_lse.double()).nan_to_num().abs().max().item():.3e}")
     if fcfg is None:
         do = torch.randn_like(q)
         dq, dk, dv = fa._flash_backward(do, q, k, v, out, lse, None, None, None, 0, 0, causal, None, scale)
@@ -151,22 +208,43 @@ def time_shape(shape, rows):
     out, lse = fa._flash_forward(q.detach(), k.detach(), v.detach(), None, None, 0, 0, causal, None, scale)
     rec("bwd", "ours", lambda: fa._flash_backward(do, q.detach(), k.detach(), v.detach(), out, lse, None,
                                                   None, None, 0, 0, causal, None, scale))
+
+    def checked_fwd(prov, cfg):
+        """Check the forward config at this shape's heads/dtype, then time it (or record why not)."""
+        c = check(hq // hkv, n, d, causal, dtype, cfg)
+        info = {f"check_{name}": val for name, val in c.items() if name != "fwd"}
+        if c["fwd"] != "ok":
+            rows.append(dict(key, **{"pass": "fwd", "provider": prov, "error": c["fwd"]}, **info))
+            return
+        with torch.no_grad():
+            rec("fwd", prov, lambda: fa._flash_forward(q, k, v, None, None, 0, 0, causal, None, scale, dict(cfg)),
+                info)
+
+    base = {key: val for key, val in fa.fwd_config(d, causal, q.device, n).items() if key not in HOST_KEYS}
+    checked_fwd("ours_device", base)                  # the shipped tile, device-built descriptors
+    checked_fwd("ours_host", dict(base, HOST_DESC=True))
+    pcfg, suffix = persistent_cfg(base, d, dtype)
+    checked_fwd("ours_host_persist" + suffix, pcfg)
     if hkv != hq:  # the many-short-sequence / GQA forward tiles
-        for bm, bn, w, s in GQA_FWD_SWEEP:
-            cfg = dict(BLOCK_M=bm, BLOCK_N=bn, num_warps=w, num_stages=s, WARP_SPEC=False)
-            c = check(hq // hkv, n, d, causal, dtype, cfg)
-            if c["fwd"] != "ok":
-                rows.append(dict(key, **{"pass": "fwd", "provider": f"ours_{bm}x{bn}w{w}s{s}", "error": c["fwd"]}))
+        for t in GQA_FWD_SWEEP:
+            checked_fwd(f"ours_{tile_name(tile_cfg(*t))}", tile_cfg(*t))
+        for t in GQA_HOST_TILES:
+            checked_fwd(f"ours_host_{tile_name(tile_cfg(*t))}", dict(tile_cfg(*t), HOST_DESC=True))
+        for t in GQA_HOST_TILES + GQA_PERSIST_EXTRA:
+            cfg, prov = dict(tile_cfg(*t), HOST_DESC=True, PERSISTENT=True), f"ours_hostp_{tile_name(tile_cfg(*t))}"
+            smem = persistent_smem(cfg, d, dtype)
+            if smem > fa.SMEM_PER_PROGRAM:  # Triton would refuse the launch (out of resource)
+                rows.append(dict(key, **{"pass": "fwd", "provider": prov, "error":
+                                         f"skipped: {smem} B of shared memory > {fa.SMEM_PER_PROGRAM}"}))
                 continue
-            with torch.no_grad():
-                rec("fwd", f"ours_{bm}x{bn}w{w}s{s}",
-                    lambda cfg=cfg: fa._flash_forward(q, k, v, None, None, 0, 0, causal, None, scale, dict(cfg)))
+            checked_fwd(prov, cfg)
     del q, k, v, do, out, lse
     torch.cuda.empty_cache()
 
 
 def table(rows):
-    log(f"{'shape':38} {'pass':4} | {'ours':>6} {'cuDNN':>6} {'FA2':>6} | {'/cuDNN':>7} {'/FA2':>6} | best tile")
+    log(f"{'shape':38} {'pass':4} | {'ours':>6} {'cuDNN':>6} {'FA2':>6} | {'/cuDNN':>7} {'/FA2':>6} | "
+        f"{'host':>6} {'host+p':>6} | best tile")
     for shape in SHAPES:
         b, hq, hkv, n, d, causal, dtn = shape
         name = f"{b},{hq}/{hkv},{n}{' causal' if causal else ''},{d},{dtn}"
@@ -174,12 +252,14 @@ def table(rows):
             got = {r["provider"]: r.get("tflops") for r in rows if r["pass"] == pass_ and
                    (r["B"], r["Hq"], r["Hkv"], r["N"], r["D"], r["causal"], r["dtype"]) == shape}
             o, c, f2 = got.get("ours"), got.get("sdpa_cudnn"), got.get("sdpa_flash")
+            host = got.get("ours_host")
+            persist = max((t for p, t in got.items() if p.startswith("ours_host_persist") and t), default=None)
             tiles = {p: t for p, t in got.items() if p.startswith("ours_") and t}
             best = max(tiles.items(), key=lambda kv: kv[1]) if tiles else None
             fmt = lambda x: f"{x:6.0f}" if x else f"{'-':>6}"  # noqa: E731
             log(f"{name:38} {pass_:4} | {fmt(o)} {fmt(c)} {fmt(f2)} | "
                 f"{(o / c if o and c else float('nan')):6.2f}x {(o / f2 if o and f2 else float('nan')):5.2f}x | "
-                + (f"{best[0]} {best[1]:.0f}" if best else ""))
+                f"{fmt(host)} {fmt(persist)} | " + (f"{best[0]} {best[1]:.0f}" if best else ""))
 
 
 def main():
