@@ -26,16 +26,21 @@ chosen pivot (that costs a max and a min per pivot and element); the interval is
 [pivot_{j-1} + 1, pivot_j], which shrinks strictly every pass, and the register finish ends on
 an exact key, so ties are never split and the result is the same threshold.
 
-Host side: the first passes are launched without a sync; one sync then checks that no row is
-still searching (a row needs more passes only when its candidates are spread over many keys
-with > CAP tokens each time: then more passes run, each strictly shrinking its interval)."""
+Host side: NPASS search passes are launched, then the gather, finish and draw, with no sync in
+between; one sync at the end asks whether a row was still searching after NPASS passes (its
+candidates spread over many keys, > CAP tokens each time): such rows are redone by the
+one-program kernel. The kernels are compiled without value specialisation and relaunched
+through their compiled form (_launch): a Triton launch costs ~15-20 us of host time, and the
+call makes about 14 of them."""
 from __future__ import annotations
+
+import inspect
 
 import torch
 import triton
 import triton.language as tl
 
-from optimized._sampling_triton import BIGKEY, KEYMAX, _pivots, _select_regs, _zkey
+from optimized._sampling_triton import BIGKEY, KEYMAX, _pivots, _select_regs, _zkey, sort_free
 
 SEARCH_K, SEARCH_P, GATHER, THRESH, DRAWN, BAD = (tl.constexpr(i) for i in range(6))
 # state columns (int32): mode, lo, hi, kcut, count, gather kind (0 top-k, 1 top-p), thr, status
@@ -45,6 +50,15 @@ NI = 8
 _M, _MLO, _TOT = range(3)
 NF = 4
 BIGIDX = tl.constexpr(2147483647)
+UNFINISHED = tl.constexpr(4)   # status of a row whose search had not ended after NPASS passes
+
+
+def _kernel(fn):
+    """triton.jit with no value or alignment specialisation of the runtime arguments: one compiled
+    kernel per set of constexprs whatever the pointers and integers are, so _launch can reuse it
+    without Triton's per-call specialisation (each launch's host cost counts in a ~0.5 ms call)."""
+    names = [n for n, prm in inspect.signature(fn).parameters.items() if "constexpr" not in str(prm.annotation)]
+    return triton.jit(fn, do_not_specialize=names, do_not_specialize_on_alignment=names)
 
 
 @triton.jit
@@ -53,7 +67,7 @@ def _chunk(s, V, L):
     return start, tl.minimum(start + L, V)
 
 
-@triton.jit
+@_kernel
 def _scan_kernel(x_ptr, stride, V, L, pf_ptr, pi_ptr, S, BLOCK: tl.constexpr):
     """Per chunk: max (NaN excluded), smallest finite value, NaN / +inf flags, count of finite
     logits, first index of the chunk max."""
@@ -93,7 +107,7 @@ def _scan_kernel(x_ptr, stride, V, L, pf_ptr, pi_ptr, S, BLOCK: tl.constexpr):
     tl.store(pi_ptr + o * 4 + 3, cidx)
 
 
-@triton.jit
+@_kernel
 def _init_kernel(pf_ptr, pi_ptr, st_ptr, sf_ptr, tok_ptr, temp_ptr, k_ptr, p_ptr, V, S,
                  SP: tl.constexpr):
     """One program per row: combines the scan's chunks (in chunk order) and starts the row."""
@@ -136,20 +150,96 @@ def _init_kernel(pf_ptr, pi_ptr, st_ptr, sf_ptr, tok_ptr, temp_ptr, k_ptr, p_ptr
 
 
 @triton.jit
-def _le(c, f, key, w, pivot):
-    """One pivot's running count and mass of keys <= pivot (per lane)."""
-    le = key <= pivot
-    return c + le.to(tl.int32), f + tl.where(le, w, 0.0)
+def _flip(o):
+    """Float bits <-> ordered ints (an involution): ordered ints increase with the float."""
+    return o ^ ((o >> 31) & 0x7FFFFFFF)
 
 
 @triton.jit
+def _x_threshold(key, m, t):
+    """Per key K (a vector): the smallest float x with key(x) <= K, where key(x) = bits(0 - z),
+    z = fl(fl(x - m) / t). z is non-decreasing in x, so key(x) <= K  <=>  x >= the result: a
+    pass compares the raw logits with these thresholds and divides nothing. Found by bisection
+    over the ordered float bits in [-inf, m] (z(m) = 0 qualifies); K < 0: +inf (no x)."""
+    zp = 0.0 - tl.maximum(key, 0).to(tl.float32, bitcast=True)
+    lo = _flip(tl.full(key.shape, float("-inf"), tl.float32).to(tl.int32, bitcast=True)).to(tl.int64)
+    hi = _flip((m + tl.zeros(key.shape, tl.float32)).to(tl.int32, bitcast=True)).to(tl.int64)
+    for _ in tl.static_range(33):              # hi - lo < 2^33 halves to 1
+        mid = lo + (hi - lo) // 2
+        x = _flip(mid.to(tl.int32)).to(tl.float32, bitcast=True)
+        ok = tl.math.div_rn(x - m, t) >= zp
+        hi = tl.where(ok, mid, hi)
+        lo = tl.where(ok, lo, mid)
+    xt = _flip(hi.to(tl.int32)).to(tl.float32, bitcast=True)
+    xt = tl.where(zp == float("-inf"), float("-inf"), xt)
+    return tl.where(key < 0, float("inf"), xt)
+
+
+@triton.jit
+def _ge(c, f, x, w, xt):
+    """One pivot's running count and mass of the logits >= its threshold (per lane)."""
+    ge = x >= xt
+    return c + ge.to(tl.int32), f + tl.where(ge, w, 0.0)
+
+
+@triton.jit
+def _pick(v, jj, j):
+    return tl.sum(tl.where(jj == j, v, 0.0), axis=0)
+
+
+@triton.jit
+def _pass_chunk(base, start, end, m, t, x0, x1, x2, x3, x4, x5, x6, x7, x_hi, x_below, x_cut,
+                WEIGHTED: tl.constexpr, UNIT_T: tl.constexpr, PP: tl.constexpr, BLOCK: tl.constexpr):
+    """The pass over one chunk against the thresholds of the PP pivots (x0..x7; PP = 4 uses
+    x0..x3), of hi (x_hi), of lo - 1 (x_below) and of kcut (x_cut). WEIGHTED (top-p) also sums
+    the weights exp(z) (z exact: a plain subtraction when every T of the row is 1)."""
+    offs = tl.arange(0, BLOCK)
+    zi = tl.zeros([BLOCK], dtype=tl.int32)
+    zf = tl.zeros([BLOCK], dtype=tl.float32)
+    c0, c1, c2, c3, c4, c5, c6, c7 = zi, zi, zi, zi, zi, zi, zi, zi
+    f0, f1, f2, f3, f4, f5, f6, f7 = zf, zf, zf, zf, zf, zf, zf, zf
+    hc, lc, tot, lw = zi, zi, zf, zf
+    for i in range(start, end, BLOCK):
+        idx = i + offs
+        x = tl.load(base + idx, mask=idx < end, other=float("-inf"))
+        w = zf
+        if WEIGHTED:
+            if UNIT_T:
+                z = x - m
+            else:
+                z = tl.math.div_rn(x - m, t)
+            w = tl.where(x >= x_cut, tl.exp(z), 0.0)
+        c0, f0 = _ge(c0, f0, x, w, x0)
+        c1, f1 = _ge(c1, f1, x, w, x1)
+        c2, f2 = _ge(c2, f2, x, w, x2)
+        c3, f3 = _ge(c3, f3, x, w, x3)
+        if PP == 8:
+            c4, f4 = _ge(c4, f4, x, w, x4)
+            c5, f5 = _ge(c5, f5, x, w, x5)
+            c6, f6 = _ge(c6, f6, x, w, x6)
+            c7, f7 = _ge(c7, f7, x, w, x7)
+        below = x >= x_below
+        hc += (x >= x_hi).to(tl.int32)
+        lc += below.to(tl.int32)
+        if WEIGHTED:
+            tot += w
+            lw += tl.where(below, w, 0.0)
+    return (tl.sum(c0, axis=0), tl.sum(c1, axis=0), tl.sum(c2, axis=0), tl.sum(c3, axis=0),
+            tl.sum(c4, axis=0), tl.sum(c5, axis=0), tl.sum(c6, axis=0), tl.sum(c7, axis=0),
+            tl.sum(f0, axis=0), tl.sum(f1, axis=0), tl.sum(f2, axis=0), tl.sum(f3, axis=0),
+            tl.sum(f4, axis=0), tl.sum(f5, axis=0), tl.sum(f6, axis=0), tl.sum(f7, axis=0),
+            tl.sum(hc, axis=0), tl.sum(lc, axis=0), tl.sum(tot, axis=0), tl.sum(lw, axis=0))
+
+
+@_kernel
 def _pass_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, pc_ptr, pcx_ptr, pf_ptr, pfx_ptr,
                  BLOCK: tl.constexpr, PP: tl.constexpr):
     """One search pass over one chunk: per pivot, the count (and for top-p the mass) of keys <=
     the pivot; plus the count of keys <= hi and < lo, the total mass and the mass below lo.
-    The PP (4 or 8) pivots are scalars with one pair of 1-D accumulators each, written out: a
-    (BLOCK, PP) tile would spread the pivots over a warp's lanes and move every key through
-    shared memory (what the H200 profile of the tiled version showed: 2-5x the read time)."""
+    Every key bound becomes a threshold on the raw logit first (_x_threshold), so counting
+    divides nothing; the PP pivots are scalars with one pair of 1-D accumulators each, written
+    out (a (BLOCK, PP) tile spreads the pivots over a warp's lanes and moves every logit through
+    shared memory: 2-5x the read time in the H200 profile)."""
     s = tl.program_id(0)
     row = tl.program_id(1)
     sb = st_ptr + row.to(tl.int64) * 8
@@ -158,78 +248,38 @@ def _pass_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, pc_ptr, pcx_p
         lo = tl.load(sb + 1)
         hi = tl.load(sb + 2)
         kcut = tl.load(sb + 3)
-        weighted = mode == SEARCH_P
         m = tl.load(sf_ptr + row.to(tl.int64) * 4)
         t = tl.load(temp_ptr + row)
         piv = _pivots(lo, hi, PP)
-        jj = tl.arange(0, PP)
-        p0 = tl.sum(tl.where(jj == 0, piv, 0), axis=0)
-        p1 = tl.sum(tl.where(jj == 1, piv, 0), axis=0)
-        p2 = tl.sum(tl.where(jj == 2, piv, 0), axis=0)
-        p3 = tl.sum(tl.where(jj == 3, piv, 0), axis=0)
-        p4 = tl.sum(tl.where(jj == PP // 2, piv, 0), axis=0)       # PP = 4: copies of p2, p3
-        p5 = tl.sum(tl.where(jj == PP // 2 + 1, piv, 0), axis=0)   # (computed, never stored)
-        p6 = tl.sum(tl.where(jj == PP - 2, piv, 0), axis=0)
-        p7 = tl.sum(tl.where(jj == PP - 1, piv, 0), axis=0)
+        jj = tl.arange(0, 16)
+        keys = tl.where(jj < PP, tl.sum(tl.where(jj[:, None] == tl.arange(0, PP)[None, :], piv[None, :], 0), axis=1),
+                        tl.where(jj == 8, hi, tl.where(jj == 9, lo - 1, kcut)))
+        xs = _x_threshold(keys, m, t)
+        x0, x1, x2, x3 = _pick(xs, jj, 0), _pick(xs, jj, 1), _pick(xs, jj, 2), _pick(xs, jj, 3)
+        x4, x5, x6, x7 = _pick(xs, jj, 4), _pick(xs, jj, 5), _pick(xs, jj, 6), _pick(xs, jj, 7)
+        x_hi, x_below, x_cut = _pick(xs, jj, 8), _pick(xs, jj, 9), _pick(xs, jj, 10)
         base = x_ptr + row.to(tl.int64) * stride
-        offs = tl.arange(0, BLOCK)
         start, end = _chunk(s, V, L)
-        zi = tl.zeros([BLOCK], dtype=tl.int32)
-        zf = tl.zeros([BLOCK], dtype=tl.float32)
-        c0, c1, c2, c3, c4, c5, c6, c7 = zi, zi, zi, zi, zi, zi, zi, zi
-        f0, f1, f2, f3, f4, f5, f6, f7 = zf, zf, zf, zf, zf, zf, zf, zf
-        hc_acc = zi
-        lc_acc = zi
-        tot_acc = zf
-        lw_acc = zf
-        for i in range(start, end, BLOCK):
-            idx = i + offs
-            inb = idx < end
-            x = tl.load(base + idx, mask=inb, other=float("-inf"))
-            z, key = _zkey(x, m, t)
-            key = tl.where(inb, key, BIGKEY)
-            w = tl.where(weighted & (key <= kcut), tl.exp(z), 0.0)
-            c0, f0 = _le(c0, f0, key, w, p0)
-            c1, f1 = _le(c1, f1, key, w, p1)
-            c2, f2 = _le(c2, f2, key, w, p2)
-            c3, f3 = _le(c3, f3, key, w, p3)
-            if PP == 8:
-                c4, f4 = _le(c4, f4, key, w, p4)
-                c5, f5 = _le(c5, f5, key, w, p5)
-                c6, f6 = _le(c6, f6, key, w, p6)
-                c7, f7 = _le(c7, f7, key, w, p7)
-            below = key < lo
-            hc_acc += (key <= hi).to(tl.int32)
-            lc_acc += below.to(tl.int32)
-            tot_acc += w
-            lw_acc += tl.where(below, w, 0.0)
+        if mode == SEARCH_K:
+            r = _pass_chunk(base, start, end, m, t, x0, x1, x2, x3, x4, x5, x6, x7, x_hi, x_below, x_cut,
+                            False, False, PP, BLOCK)
+        elif t == 1.0:
+            r = _pass_chunk(base, start, end, m, t, x0, x1, x2, x3, x4, x5, x6, x7, x_hi, x_below, x_cut,
+                            True, True, PP, BLOCK)
+        else:
+            r = _pass_chunk(base, start, end, m, t, x0, x1, x2, x3, x4, x5, x6, x7, x_hi, x_below, x_cut,
+                            True, False, PP, BLOCK)
         o = (row * S + s).to(tl.int64)
-        cb = pc_ptr + o * PP
-        fb = pf_ptr + o * PP
-        tl.store(cb + 0, tl.sum(c0, axis=0))
-        tl.store(cb + 1, tl.sum(c1, axis=0))
-        tl.store(cb + 2, tl.sum(c2, axis=0))
-        tl.store(cb + 3, tl.sum(c3, axis=0))
-        tl.store(fb + 0, tl.sum(f0, axis=0))
-        tl.store(fb + 1, tl.sum(f1, axis=0))
-        tl.store(fb + 2, tl.sum(f2, axis=0))
-        tl.store(fb + 3, tl.sum(f3, axis=0))
-        if PP == 8:
-            tl.store(cb + 4, tl.sum(c4, axis=0))
-            tl.store(cb + 5, tl.sum(c5, axis=0))
-            tl.store(cb + 6, tl.sum(c6, axis=0))
-            tl.store(cb + 7, tl.sum(c7, axis=0))
-            tl.store(fb + 4, tl.sum(f4, axis=0))
-            tl.store(fb + 5, tl.sum(f5, axis=0))
-            tl.store(fb + 6, tl.sum(f6, axis=0))
-            tl.store(fb + 7, tl.sum(f7, axis=0))
-        tl.store(pcx_ptr + o * 2, tl.sum(hc_acc, axis=0))
-        tl.store(pcx_ptr + o * 2 + 1, tl.sum(lc_acc, axis=0))
-        tl.store(pfx_ptr + o * 2, tl.sum(tot_acc, axis=0))
-        tl.store(pfx_ptr + o * 2 + 1, tl.sum(lw_acc, axis=0))
+        for j in tl.static_range(PP):
+            tl.store(pc_ptr + o * PP + j, r[j])
+            tl.store(pf_ptr + o * PP + j, r[8 + j])
+        tl.store(pcx_ptr + o * 2, r[16])
+        tl.store(pcx_ptr + o * 2 + 1, r[17])
+        tl.store(pfx_ptr + o * 2, r[18])
+        tl.store(pfx_ptr + o * 2 + 1, r[19])
 
 
-@triton.jit
+@_kernel
 def _decide_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, pc_ptr, pcx_ptr, pf_ptr, pfx_ptr, goff_ptr, S,
                    SP: tl.constexpr, PP: tl.constexpr, CAP: tl.constexpr):
     """One program per row: sums the chunks' pass results in chunk order, picks the pivot
@@ -306,7 +356,7 @@ def _decide_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, pc_ptr, pcx_ptr, pf_ptr, pfx_pt
                 tl.store(sb + 2, new_hi)
 
 
-@triton.jit
+@_kernel
 def _gather_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, goff_ptr, gz_ptr, gi_ptr,
                    BLOCK: tl.constexpr, CAP: tl.constexpr):
     """Copy a GATHER row's candidates of one chunk to the row's scratch at the chunk's offset."""
@@ -320,17 +370,20 @@ def _gather_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, goff_ptr, g
         m = tl.load(sf_ptr + row.to(tl.int64) * 4)
         t = tl.load(temp_ptr + row)
         n = tl.load(goff_ptr + (row * S + s).to(tl.int64))
+        jj = tl.arange(0, 2)
+        xs = _x_threshold(tl.where(jj == 0, hi, lo - 1), m, t)     # key <= hi, key < lo
+        x_hi = _pick(xs, jj, 0)
+        x_below = _pick(xs, jj, 1)
         base = x_ptr + row.to(tl.int64) * stride
         offs = tl.arange(0, BLOCK)
         start, end = _chunk(s, V, L)
         for i in range(start, end, BLOCK):
             idx = i + offs
-            inb = idx < end
-            x = tl.load(base + idx, mask=inb, other=float("-inf"))
-            z, key = _zkey(x, m, t)
-            sel = inb & (key >= lo) & (key <= hi)
+            x = tl.load(base + idx, mask=idx < end, other=float("-inf"))
+            sel = (x >= x_hi) & (x < x_below)
             cnt = tl.sum(sel.to(tl.int32), axis=0)
             if cnt > 0:                               # most blocks hold none: skip the scan
+                z, key = _zkey(x, m, t)
                 pos = n + tl.cumsum(sel.to(tl.int32), axis=0) - 1
                 dst = row.to(tl.int64) * CAP + pos
                 tl.store(gz_ptr + dst, z, mask=sel & (pos < CAP))
@@ -338,7 +391,7 @@ def _gather_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, goff_ptr, g
             n += cnt
 
 
-@triton.jit
+@_kernel
 def _finish_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, minp_ptr, u_ptr, tok_ptr, gz_ptr, gi_ptr,
                    HAS_U: tl.constexpr, PP: tl.constexpr, CAP: tl.constexpr):
     """One program per GATHER row: the search ends on the gathered candidates, in registers.
@@ -348,6 +401,8 @@ def _finish_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, minp_ptr, u_ptr, tok_ptr, gz_pt
     sb = st_ptr + row.to(tl.int64) * 8
     fb = sf_ptr + row.to(tl.int64) * 4
     mode = tl.load(sb + 0)
+    if mode <= SEARCH_P:                              # NPASS passes were not enough
+        tl.store(sb + 7, UNFINISHED)
     if mode == GATHER:
         lo = tl.load(sb + 1)
         hi = tl.load(sb + 2)
@@ -387,7 +442,7 @@ def _finish_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, minp_ptr, u_ptr, tok_ptr, gz_pt
             tl.store(sb + 0, THRESH)
 
 
-@triton.jit
+@_kernel
 def _mass_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, ws_ptr, lp_ptr,
                  BLOCK: tl.constexpr):
     """Per chunk of a THRESH row: the kept mass, and the last token with positive weight."""
@@ -419,7 +474,7 @@ def _mass_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, ws_
         tl.store(lp_ptr + o, tl.max(last_acc, axis=0))
 
 
-@triton.jit
+@_kernel
 def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_ptr, ws_ptr, lp_ptr,
                  tok_ptr, SP: tl.constexpr, BLOCK: tl.constexpr):
     """One program per THRESH row: the contract's inverse CDF in token-id order. The chunk where
@@ -470,24 +525,47 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
 
 
 # SPLIT programs per row (the chunk length is rounded up to whole BLOCKs); NPASS search passes are
-# launched before the one sync that checks every row has left the search. Under the interpreter
-# the tests pass small CAP / BLOCK / SPLIT so that every mode runs on small rows.
-SPLIT_CONFIG = dict(SPLIT=16, BLOCK=1024, PP=8, num_warps=8, CAP=2048, NPASS=3)
-MAX_PASSES = 64      # each pass strictly shrinks a 31-bit key interval: never reached
+# launched (no sync); a row still searching after them is redone by the one-program kernel. Under
+# the interpreter the tests pass small CAP / BLOCK / SPLIT / NPASS so every mode runs on small rows.
+SPLIT_CONFIG = dict(SPLIT=16, BLOCK=512, PP=8, num_warps=4, CAP=2048, NPASS=4)
+# off CUDA (the interpreter): small chunks and CAP, so a few-hundred-token row takes several
+# passes, gathers, finishes on the row, and sometimes needs the one-program redo
+INTERPRET_CONFIG = dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=3)
+CACHE_LAUNCHES = True    # reuse each compiled kernel (_launch); False: plain kernel[grid](...) launches
+_COMPILED: dict = {}
+
+
+def _launch(kernel, grid, args, consts, num_warps):
+    """kernel[grid](*args, **consts) -- on CUDA through the compiled kernel of the first such call
+    (Triton's CompiledKernel[grid](...), as its fused-softmax tutorial launches): the kernels are
+    not specialised on argument values (_kernel), so the compiled kernel depends only on the
+    argument types, the constexprs and num_warps, which make the key."""
+    if not (CACHE_LAUNCHES and args[0].is_cuda):
+        kernel[grid](*args, **consts, num_warps=num_warps)
+        return
+    types = tuple(a.dtype if isinstance(a, torch.Tensor) else abs(a) >= 2 ** 31 for a in args)
+    key = (kernel, types, tuple(consts.items()), num_warps, args[0].device)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        _COMPILED[key] = kernel[grid](*args, **consts, num_warps=num_warps)
+        return
+    grid3 = tuple(grid) + (1,) * (3 - len(grid))
+    compiled[grid3](*args, *(consts[n] for n in kernel.arg_names if n in consts))
 
 
 def _carve(dtype, device, *shapes):
-    """Views of one fresh allocation, one per shape (contents undefined)."""
-    sizes = [int(torch.Size(sh).numel()) for sh in shapes]
+    """Views of one fresh allocation, one per shape, each 16-byte aligned (contents undefined)."""
+    sizes = [-(-int(torch.Size(sh).numel()) // 4) * 4 for sh in shapes]
     flat = torch.empty(sum(sizes), dtype=dtype, device=device)
-    return [part.view(sh) for part, sh in zip(flat.split(sizes), shapes)]
+    return [part[:torch.Size(sh).numel()].view(sh) for part, sh in zip(flat.split(sizes), shapes)]
 
 
 def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None):
     """``optimized._sampling_triton.sort_free``'s contract and return value, each row split over
-    ``SPLIT`` programs per full pass (module doc)."""
+    ``SPLIT`` programs per full pass (module doc). One device sync (are all rows finished?); rows
+    whose search needed more than NPASS passes are redone by ``sort_free`` (one program per row)."""
     assert x.dtype == torch.float32 and x.dim() == 2
-    cfg = dict(SPLIT_CONFIG, **(config or {}))
+    cfg = {**SPLIT_CONFIG, **({} if x.is_cuda else INTERPRET_CONFIG), **(config or {})}
     if cfg["PP"] not in (4, 8):
         raise ValueError(f"config PP must be 4 or 8 (the pass kernel's written-out pivots), got {cfg['PP']}")
     b, vocab = x.shape
@@ -508,31 +586,30 @@ def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None)
     # costs host time that the ~0.5 ms call cannot hide)
     pi, pc, pcx, goff, gi, lp = _carve(torch.int32, dev, (b, s, 4), (b, s, pp), (b, s, 2), (b, s), (b, cap), (b, s))
     sf, pf, pfw, pfx, gz, ws = _carve(torch.float32, dev, (b, NF), (b, s, 2), (b, s, pp), (b, s, 2), (b, cap), (b, s))
-    grid_rows, grid_chunks = (b,), (s, b)
-    common = (x, x.stride(0), vocab, chunk)
-    _scan_kernel[grid_chunks](*common, pf, pi, s, BLOCK=block, num_warps=warps)
-    _init_kernel[grid_rows](pf, pi, st, sf, tok, temperature, top_k, top_p, vocab, s, SP=sp, num_warps=4)
-
-    def search_pass():
-        _pass_kernel[grid_chunks](*common, s, st, sf, temperature, pc, pcx, pfw, pfx,
-                                  BLOCK=block, PP=pp, num_warps=warps)
-        _decide_kernel[grid_rows](st, sf, top_k, top_p, pc, pcx, pfw, pfx, goff, s,
-                                  SP=sp, PP=pp, CAP=cap, num_warps=4)
-    for _ in range(cfg["NPASS"]):
-        search_pass()
-    extra = 0
-    while bool((st[:, _MODE] <= SEARCH_P.value).any()):      # the one sync (module doc)
-        if extra == MAX_PASSES:
-            raise RuntimeError("sort_free_split: the threshold search did not end")
-        search_pass()
-        extra += 1
-    _gather_kernel[grid_chunks](*common, s, st, sf, temperature, goff, gz, gi, BLOCK=block, CAP=cap,
-                                num_warps=warps)
     uu = u.contiguous() if u is not None else sf
-    _finish_kernel[grid_rows](st, sf, top_k, top_p, min_p, uu, tok, gz, gi, HAS_U=u is not None,
-                              PP=pp, CAP=cap, num_warps=8 if cap >= 1024 else 4)
+    rows, chunks = (b,), (s, b)
+    common = (x, x.stride(0), vocab, chunk)
+    _launch(_scan_kernel, chunks, (*common, pf, pi, s), dict(BLOCK=block), warps)
+    _launch(_init_kernel, rows, (pf, pi, st, sf, tok, temperature, top_k, top_p, vocab, s), dict(SP=sp), 4)
+    for _ in range(cfg["NPASS"]):
+        _launch(_pass_kernel, chunks, (*common, s, st, sf, temperature, pc, pcx, pfw, pfx),
+                dict(BLOCK=block, PP=pp), warps)
+        _launch(_decide_kernel, rows, (st, sf, top_k, top_p, pc, pcx, pfw, pfx, goff, s),
+                dict(SP=sp, PP=pp, CAP=cap), 4)
+    _launch(_gather_kernel, chunks, (*common, s, st, sf, temperature, goff, gz, gi), dict(BLOCK=block, CAP=cap),
+            warps)
+    _launch(_finish_kernel, rows, (st, sf, top_k, top_p, min_p, uu, tok, gz, gi),
+            dict(HAS_U=u is not None, PP=pp, CAP=cap), 8 if cap >= 1024 else 4)
     if u is not None:
-        _mass_kernel[grid_chunks](*common, s, st, sf, temperature, min_p, ws, lp, BLOCK=block, num_warps=warps)
-        _draw_kernel[grid_rows](*common, s, st, sf, temperature, min_p, uu, ws, lp, tok, SP=sp, BLOCK=block,
-                                num_warps=4)
-    return (tok if u is not None else None), st[:, _STATUS], sf[:, _M], st[:, _THR]
+        _launch(_mass_kernel, chunks, (*common, s, st, sf, temperature, min_p, ws, lp), dict(BLOCK=block), warps)
+        _launch(_draw_kernel, rows, (*common, s, st, sf, temperature, min_p, uu, ws, lp, tok),
+                dict(SP=sp, BLOCK=block), 4)
+    status, m, thr = st[:, _STATUS], sf[:, _M], st[:, _THR]
+    redo = (status == UNFINISHED.value).nonzero()[:, 0]         # the one sync
+    if redo.numel():
+        t1, s1, m1, thr1 = sort_free(x[redo], temperature[redo], top_k[redo], top_p[redo], min_p[redo],
+                                     None if u is None else uu[redo])
+        status[redo], m[redo], thr[redo] = s1, m1, thr1
+        if u is not None:
+            tok[redo] = t1
+    return (tok if u is not None else None), status, m, thr

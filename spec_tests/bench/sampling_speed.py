@@ -142,13 +142,11 @@ class Timer:
 SWEEP = {  # the split sort-free sampler's launch configs timed next to its default (SPLIT_CONFIG)
     "SPLIT=8": dict(SPLIT=8),
     "SPLIT=32": dict(SPLIT=32),
-    "PP=16": dict(PP=16),
-    "PP=4": dict(PP=4),
-    "NPASS=2": dict(NPASS=2),
-    "NPASS=5": dict(NPASS=5),
+    "PP=4 NPASS=5": dict(PP=4, NPASS=5),
+    "NPASS=3": dict(NPASS=3),
     "CAP=4096": dict(CAP=4096),
-    "BLOCK=2048 warps=8": dict(BLOCK=2048),
-    "BLOCK=512 warps=4": dict(BLOCK=512, num_warps=4),
+    "BLOCK=256 warps=2": dict(BLOCK=256, num_warps=2),
+    "BLOCK=1024 warps=8": dict(BLOCK=1024, num_warps=8),
 }
 
 
@@ -186,6 +184,9 @@ def contenders(device, name, kw, x, gen):
             {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True}, lambda: opt.sample(x, p, gen))
         runs["optimized sort-free one program per row"] = _with(
             {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): False}, lambda: opt.sample(x, p, gen))
+        runs["optimized sort-free split, plain Triton launches"] = _with(
+            {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True, (spl, "CACHE_LAUNCHES"): False},
+            lambda: opt.sample(x, p, gen))
         for label, cfg in SWEEP.items():
             runs[f"optimized sort-free split {label}"] = _with(
                 {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True,

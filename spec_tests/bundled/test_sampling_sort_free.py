@@ -21,16 +21,19 @@ pytestmark = pytest.mark.concept("sampling")
 triton = pytest.importorskip("triton")
 
 
-@pytest.fixture
-def sort_free(monkeypatch):
-    """Route CPU tensors through the kernel (the Triton interpreter); on a machine without the
-    interpreter on (a GPU machine), the sampling spec with INFERSPEC_SAMPLING_TRITON=1 runs the
-    kernel natively instead."""
+@pytest.fixture(params=["split", "one-program"])
+def sort_free(monkeypatch, request):
+    """Route CPU tensors through the kernel (the Triton interpreter), with each schedule: rows
+    split over several programs (optimized/_sampling_split.py, at its INTERPRET_CONFIG: several
+    passes, gathers and one-program redos on these small rows) or one program per row. On a machine
+    without the interpreter on (a GPU machine), the sampling spec with INFERSPEC_SAMPLING_TRITON=1
+    runs the kernel natively instead."""
     import os
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("CPU tensors reach the kernel only under TRITON_INTERPRET=1; natively run "
                     "INFERSPEC_SAMPLING_TRITON=1 pytest spec_tests/sampling")
     monkeypatch.setattr(opt, "SORT_FREE", "1")
+    monkeypatch.setattr(opt, "SORT_FREE_SPLIT", request.param == "split")
 
 
 def _rows(kind: str, b: int, vocab: int, g) -> torch.Tensor:
@@ -174,4 +177,77 @@ def test_kernel_compiles_for_sm90(vocab_one):
             "options=dict(num_warps=c['num_warps']))")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+
+def _device_or_skip():
+    import os
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "cpu"                                     # the interpreter runs CPU tensors
+    if torch.cuda.is_available():
+        return "cuda"
+    pytest.skip("no GPU and no interpreter: the kernel cannot run")
+
+
+@pytest.mark.parametrize("cfg", [dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=8),        # ends on the row
+                                 dict(SPLIT=3, BLOCK=16, CAP=64, NPASS=1, PP=4),  # gathers, or redone
+                                 dict(SPLIT=1, BLOCK=128, CAP=16, NPASS=0)],      # every row redone
+                         ids=["passes", "gather-or-redo", "all-redone"])
+def test_split_schedule_equals_one_program(cfg, monkeypatch):
+    """The split schedule gives the one-program kernel's thresholds and status and the reference's
+    tokens, whichever way a row ends: on the row after several passes, in a gather, or redone by
+    the one-program kernel after NPASS passes (counted: each config reaches the way it names)."""
+    import optimized._sampling_split as split
+    from optimized._sampling_triton import sort_free
+    from reference.sampling import resolve_params
+    dev = _device_or_skip()
+    redone = []
+    monkeypatch.setattr(split, "sort_free", lambda x, *a, **k: redone.append(x.shape[0]) or sort_free(x, *a, **k))
+    g = torch.Generator().manual_seed(11)
+    x = torch.cat([_rows("randn", 6, 300, g), _rows("ints", 6, 300, g)])
+    p = SamplingParams(**{k: v * 2 for k, v in PARAMS.items()})
+    u = torch.rand(12, generator=g, dtype=torch.float64)
+    want = ref.sample(x, p, uniforms=u)
+    x, u = x.to(dev), u.to(dev)
+    rows = resolve_params(p, 12, 300, torch.float32, dev)
+    args = (x, rows.temperature, rows.top_k, rows.top_p, rows.min_p)
+    tok, status, _, thr = split.sort_free_split(*args, u, config=cfg)
+    _, status1, _, thr1 = sort_free(*args, None)
+    assert torch.equal(tok.cpu(), want)
+    assert torch.equal(status.cpu(), status1.cpu()) and torch.equal(thr.cpu(), thr1.cpu())
+    _, _, _, thr_p = split.sort_free_split(*args, None, config=cfg)       # sampling_probs' call
+    assert torch.equal(thr_p.cpu(), thr1.cpu())
+    if cfg["NPASS"] == 0:
+        assert redone == [12, 12]
+    elif cfg["NPASS"] == 8:
+        # rows do end in the split passes (a split path that never finished would hide behind the
+        # redo); at CAP 16 some need more than 8: an exact key without a gather (k = 50 > CAP, or a
+        # tie group larger than CAP at the cut) takes ~10 passes of 9-way bisection of the key bits
+        assert sum(redone) < 24, redone
+
+
+@pytest.mark.slow
+def test_split_kernels_compile_for_sm90():
+    """Every kernel of the split schedule compiles for an H100/H200 (sm_90) without a GPU, at the
+    CUDA config and at a vocabulary of 1 (one chunk: S and V become constants)."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource; import triton\n"
+        "import optimized._sampling_split as m\n"
+        "ptr = dict(x_ptr='*fp32', pf_ptr='*fp32', pi_ptr='*i32', st_ptr='*i32', sf_ptr='*fp32', tok_ptr='*i64',"
+        " temp_ptr='*fp32', k_ptr='*i64', p_ptr='*fp32', minp_ptr='*fp32', u_ptr='*fp64', pc_ptr='*i32',"
+        " pcx_ptr='*i32', pfx_ptr='*fp32', goff_ptr='*i32', gz_ptr='*fp32', gi_ptr='*i32', ws_ptr='*fp32',"
+        " lp_ptr='*i32', stride='i32', V='i32', L='i32', S='i32')\n"
+        "c = m.SPLIT_CONFIG\n"
+        "for const in (dict(BLOCK=c['BLOCK'], PP=c['PP'], CAP=c['CAP'], SP=16, HAS_U=True),"
+        " dict(BLOCK=16, PP=4, CAP=16, SP=2, HAS_U=False, V=1, stride=1, S=1)):\n"
+        "    for k in (m._scan_kernel, m._init_kernel, m._pass_kernel, m._decide_kernel, m._gather_kernel,"
+        " m._finish_kernel, m._mass_kernel, m._draw_kernel):\n"
+        "        sig = {a: 'constexpr' if a in const else ptr[a] for a in k.arg_names}\n"
+        "        triton.compile(ASTSource(fn=k, signature=sig, constexprs={a: const[a] for a in k.arg_names if a in const}),"
+        " target=GPUTarget('cuda', 90, 32), options=dict(num_warps=c['num_warps']))\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
