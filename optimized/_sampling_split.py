@@ -527,7 +527,7 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
 # SPLIT programs per row (the chunk length is rounded up to whole BLOCKs); NPASS search passes are
 # launched (no sync); a row still searching after them is redone by the one-program kernel. Under
 # the interpreter the tests pass small CAP / BLOCK / SPLIT / NPASS so every mode runs on small rows.
-SPLIT_CONFIG = dict(SPLIT=16, BLOCK=512, PP=8, num_warps=4, CAP=2048, NPASS=4)
+SPLIT_CONFIG = dict(SPLIT=16, BLOCK=512, PP=8, num_warps=4, CAP=2048, NPASS=4, GRAPH=True)
 # off CUDA (the interpreter): small chunks and CAP, so a few-hundred-token row takes several
 # passes, gathers, finishes on the row, and sometimes needs the one-program redo
 INTERPRET_CONFIG = dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=3)
@@ -560,17 +560,10 @@ def _carve(dtype, device, *shapes):
     return [part[:torch.Size(sh).numel()].view(sh) for part, sh in zip(flat.split(sizes), shapes)]
 
 
-def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None):
-    """``optimized._sampling_triton.sort_free``'s contract and return value, each row split over
-    ``SPLIT`` programs per full pass (module doc). One device sync (are all rows finished?); rows
-    whose search needed more than NPASS passes are redone by ``sort_free`` (one program per row)."""
-    assert x.dtype == torch.float32 and x.dim() == 2
-    cfg = {**SPLIT_CONFIG, **({} if x.is_cuda else INTERPRET_CONFIG), **(config or {})}
-    if cfg["PP"] not in (4, 8):
-        raise ValueError(f"config PP must be 4 or 8 (the pass kernel's written-out pivots), got {cfg['PP']}")
+def _launch_all(x, temperature, top_k, top_p, min_p, u, cfg):
+    """Allocate the outputs and scratch and launch the whole schedule (no sync). Returns
+    (tok, st, sf): tokens, int32 state (mode, ..., thr, status), float32 state (row max, ...)."""
     b, vocab = x.shape
-    if x.stride(1) != 1:
-        x = x.contiguous()
     dev = x.device
     block = min(cfg["BLOCK"], max(16, triton.next_power_of_2(vocab)))
     chunk = triton.cdiv(triton.cdiv(vocab, max(1, cfg["SPLIT"])), block) * block
@@ -578,15 +571,12 @@ def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None)
     sp = max(2, triton.next_power_of_2(s))
     pp, cap, warps = cfg["PP"], cfg["CAP"], cfg["num_warps"]
     tok = torch.empty(b, dtype=torch.int64, device=dev)
-    st = torch.empty(b, NI, dtype=torch.int32, device=dev)
-    if b == 0:
-        return (tok if u is not None else None), st[:, _STATUS], torch.empty(0, device=dev), st[:, _THR]
-    temperature, top_k, top_p, min_p = (a.contiguous() for a in (temperature, top_k, top_p, min_p))
-    # the scratch, carved from one int32 and one float32 allocation (each allocation and launch
-    # costs host time that the ~0.5 ms call cannot hide)
-    pi, pc, pcx, goff, gi, lp = _carve(torch.int32, dev, (b, s, 4), (b, s, pp), (b, s, 2), (b, s), (b, cap), (b, s))
+    # the state and scratch, carved from one int32 and one float32 allocation (each allocation and
+    # launch costs host time that the ~0.5 ms call cannot hide)
+    st, pi, pc, pcx, goff, gi, lp = _carve(torch.int32, dev, (b, NI), (b, s, 4), (b, s, pp), (b, s, 2), (b, s),
+                                           (b, cap), (b, s))
     sf, pf, pfw, pfx, gz, ws = _carve(torch.float32, dev, (b, NF), (b, s, 2), (b, s, pp), (b, s, 2), (b, cap), (b, s))
-    uu = u.contiguous() if u is not None else sf
+    uu = u if u is not None else sf
     rows, chunks = (b,), (s, b)
     common = (x, x.stride(0), vocab, chunk)
     _launch(_scan_kernel, chunks, (*common, pf, pi, s), dict(BLOCK=block), warps)
@@ -604,11 +594,66 @@ def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None)
         _launch(_mass_kernel, chunks, (*common, s, st, sf, temperature, min_p, ws, lp), dict(BLOCK=block), warps)
         _launch(_draw_kernel, rows, (*common, s, st, sf, temperature, min_p, uu, ws, lp, tok),
                 dict(SP=sp, BLOCK=block), 4)
+    return tok, st, sf
+
+
+_GRAPHS: dict = {}
+MAX_GRAPHS = 8       # captured schedules kept (one per shape / config / device), oldest dropped first
+
+
+def _launch_graphed(x, params, u, cfg):
+    """_launch_all through a CUDA graph: the ~14 launches (each ~15-40 us of host time, which the
+    ~0.4 ms of GPU work cannot hide) become one replay. The graph reads fixed buffers, so the
+    inputs are copied in (the logits: one device copy) and the outputs cloned out. Captured on
+    the first call per (shape, device, with/without uniforms, config), after an eager warm-up run
+    that compiles every kernel; it holds its buffers (the logits' size) until dropped."""
+    key = (tuple(x.shape), x.device, u is not None, tuple(sorted(cfg.items())))
+    entry = _GRAPHS.get(key)
+    if entry is None:
+        sx = x.clone()
+        sp = [p.clone() for p in params]
+        su = None if u is None else u.clone()
+        _launch_all(sx, *sp, su, cfg)                    # warm-up: compile, fill the launch cache
+        torch.cuda.synchronize(x.device)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = _launch_all(sx, *sp, su, cfg)
+        while len(_GRAPHS) >= MAX_GRAPHS:
+            _GRAPHS.pop(next(iter(_GRAPHS)))
+        entry = _GRAPHS[key] = (graph, sx, sp, su, outs)
+    graph, sx, sp, su, outs = entry
+    sx.copy_(x)
+    for dst, src in zip(sp, params):
+        dst.copy_(src)
+    if u is not None:
+        su.copy_(u)
+    graph.replay()
+    return tuple(t.clone() for t in outs)
+
+
+def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None):
+    """``optimized._sampling_triton.sort_free``'s contract and return value, each row split over
+    ``SPLIT`` programs per full pass (module doc). One device sync (are all rows finished?); rows
+    whose search needed more than NPASS passes are redone by ``sort_free`` (one program per row).
+    On CUDA with config GRAPH (the default) the schedule replays a captured CUDA graph."""
+    assert x.dtype == torch.float32 and x.dim() == 2
+    cfg = {**SPLIT_CONFIG, **({} if x.is_cuda else INTERPRET_CONFIG), **(config or {})}
+    if cfg["PP"] not in (4, 8):
+        raise ValueError(f"config PP must be 4 or 8 (the pass kernel's written-out pivots), got {cfg['PP']}")
+    if x.stride(1) != 1:
+        x = x.contiguous()
+    b = x.shape[0]
+    if b == 0:
+        st = torch.empty(0, NI, dtype=torch.int32, device=x.device)
+        return (st[:, 0].long() if u is not None else None), st[:, _STATUS], torch.empty(0, device=x.device), st[:, _THR]
+    params = [a.contiguous() for a in (temperature, top_k, top_p, min_p)]
+    u = None if u is None else u.contiguous()
+    graphed = cfg.pop("GRAPH", False) and x.is_cuda and CACHE_LAUNCHES
+    tok, st, sf = _launch_graphed(x, params, u, cfg) if graphed else _launch_all(x, *params, u, cfg)
     status, m, thr = st[:, _STATUS], sf[:, _M], st[:, _THR]
     redo = (status == UNFINISHED.value).nonzero()[:, 0]         # the one sync
     if redo.numel():
-        t1, s1, m1, thr1 = sort_free(x[redo], temperature[redo], top_k[redo], top_p[redo], min_p[redo],
-                                     None if u is None else uu[redo])
+        t1, s1, m1, thr1 = sort_free(x[redo], *(a[redo] for a in params), None if u is None else u[redo])
         status[redo], m[redo], thr[redo] = s1, m1, thr1
         if u is not None:
             tok[redo] = t1

@@ -2,18 +2,17 @@
 vocabulary.
 
 On CUDA (float32 compute: float16/bfloat16/float32 logits) ``sample`` and ``sampling_probs`` run
-the sort-free Triton sampler of optimized/_sampling_triton.py (``sort_free``): one program per
-row finds the row's threshold key by a pivot search over the float bits of z (no sort, nothing
-of size vocab written) and draws by the contract's inverse CDF in token-id order with the
-contract's float64 uniform, so tokens equal the reference's for the same uniforms up to float32
-rounding at a cut or a CDF step (which the contract leaves open). It is OPT-IN:
-INFERSPEC_SAMPLING_TRITON=1 selects it on CUDA, and on the CPU through the Triton interpreter for
-batches of up to INTERPRET_MAX_ROWS rows x INTERPRET_MAX_VOCAB tokens (how the bundled tests run
-it in CI). Its first native run on the H200 (docs/performance.md) found a compile failure at a
-vocabulary of 1 (fixed since, and pinned by an sm_90 compile test) and 1.4-2.5 ms at 256 x
-128,256, short of the 0.6 ms target; until a native run passes the sampling spec through it, the
-default on CUDA stays the GPU-validated path below. Elsewhere (and by default) the torch paths
-below run:
+the sort-free Triton sampler by default: each row's threshold key is found by a pivot search over
+the float bits of z (no sort, nothing of size vocab written), each full pass split over several
+programs per row (optimized/_sampling_split.py; rows it does not finish in its fixed number of
+passes are redone by the one-program-per-row kernel of optimized/_sampling_triton.py), replayed
+as one CUDA graph; the draw is the contract's inverse CDF in token-id order with the contract's
+float64 uniform, so tokens equal the reference's for the same uniforms up to float32 rounding at
+a cut or a CDF step (which the contract leaves open). The sampling spec passes through it natively
+on the H200 (docs/performance.md). INFERSPEC_SAMPLING_TRITON=0 turns it off; =1 also runs it on the
+CPU through the Triton interpreter for batches of up to INTERPRET_MAX_ROWS rows x
+INTERPRET_MAX_VOCAB tokens (how the bundled tests run it in CI). Elsewhere the torch paths below
+run:
 
 Every filter of the pinned order keeps an upper set of the scaled logits z, so a row's kept set is
 {t : z_t >= v} for one threshold v. This module finds v without a vocab-wide sort:
@@ -63,10 +62,10 @@ FUSED = "auto"           # the Triton tail: "auto" (on CUDA), True, False
 FUSED_KMAX = 128         # the fused tail handles k + 1 <= this
 ROW_BLOCK = 64           # CPU: rows per block of the general path (bounds its temporaries)
 CDF_CHUNK = 256          # the draw's two-level inverse CDF: chunk length
-# The sort-free Triton sampler (optimized/_sampling_triton.py: sort_free), opt-in: "1" = on CUDA
-# for float32 compute, and on the CPU when the Triton interpreter is on (TRITON_INTERPRET=1);
-# anything else = never. Environment: INFERSPEC_SAMPLING_TRITON.
-SORT_FREE = os.environ.get("INFERSPEC_SAMPLING_TRITON", "0")
+# The sort-free Triton sampler (optimized/_sampling_split.py, optimized/_sampling_triton.py):
+# "auto" (default) = on CUDA for float32 compute; "1" = also on the CPU when the Triton interpreter
+# is on (TRITON_INTERPRET=1, small batches); "0" = never. Environment: INFERSPEC_SAMPLING_TRITON.
+SORT_FREE = os.environ.get("INFERSPEC_SAMPLING_TRITON", "auto")
 # Its schedule: True = each row split over several programs per pass (optimized/_sampling_split.py),
 # False = one program per row (optimized/_sampling_triton.py: sort_free). Same contract and search.
 SORT_FREE_SPLIT = True
@@ -401,7 +400,7 @@ def _use_sort_free(x: torch.Tensor) -> bool:
     if x.dtype != torch.float32 or SORT_FREE in ("0", False):
         return False
     if x.is_cuda:
-        return SORT_FREE in ("1", True)
+        return SORT_FREE in ("1", "auto", True)
     return (SORT_FREE in ("1", True) and os.environ.get("TRITON_INTERPRET") == "1"
             and x.shape[0] <= INTERPRET_MAX_ROWS and x.shape[1] <= INTERPRET_MAX_VOCAB)
 

@@ -140,13 +140,10 @@ class Timer:
 
 
 SWEEP = {  # the split sort-free sampler's launch configs timed next to its default (SPLIT_CONFIG)
+    "eager launches (GRAPH off)": dict(GRAPH=False),
     "SPLIT=8": dict(SPLIT=8),
-    "SPLIT=32": dict(SPLIT=32),
     "PP=4 NPASS=5": dict(PP=4, NPASS=5),
-    "NPASS=3": dict(NPASS=3),
-    "CAP=4096": dict(CAP=4096),
     "BLOCK=256 warps=2": dict(BLOCK=256, num_warps=2),
-    "BLOCK=1024 warps=8": dict(BLOCK=1024, num_warps=8),
 }
 
 
@@ -177,16 +174,13 @@ def sort_based_top_p(x, p: float, generator):
 
 def contenders(device, name, kw, x, gen):
     p = SamplingParams(**kw)
-    runs = {"optimized": lambda: opt.sample(x, p, gen)}      # the default path
+    runs = {"optimized": lambda: opt.sample(x, p, gen)}      # the default (on CUDA: the sort-free sampler)
     if device == "cuda":
         import optimized._sampling_split as spl
-        runs["optimized sort-free split (INFERSPEC_SAMPLING_TRITON=1)"] = _with(
-            {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True}, lambda: opt.sample(x, p, gen))
+        runs["torch path (topk / bucket select; INFERSPEC_SAMPLING_TRITON=0)"] = _with(
+            {(opt, "SORT_FREE"): "0"}, lambda: opt.sample(x, p, gen))
         runs["optimized sort-free one program per row"] = _with(
             {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): False}, lambda: opt.sample(x, p, gen))
-        runs["optimized sort-free split, plain Triton launches"] = _with(
-            {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True, (spl, "CACHE_LAUNCHES"): False},
-            lambda: opt.sample(x, p, gen))
         for label, cfg in SWEEP.items():
             runs[f"optimized sort-free split {label}"] = _with(
                 {(opt, "SORT_FREE"): "1", (opt, "SORT_FREE_SPLIT"): True,
