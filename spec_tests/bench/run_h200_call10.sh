@@ -6,8 +6,8 @@ set -o pipefail
 export PYTHONPATH=. PYTHONUNBUFFERED=1
 OUT=${OUT:-h200_out}; mkdir -p "$OUT"
 T0=$(date +%s); el() { echo $(( $(date +%s) - T0 )); }
-timeout 150 python3 -m pytest -p no:cacheprovider spec_tests/sampling spec_tests/bundled/test_sampling_sort_free.py \
-    spec_tests/bundled -k "sampl" -q --no-header -rfE -n 12 > "$OUT/sampling_default_pytest.log" 2>&1
+timeout 150 python3 -m pytest -p no:cacheprovider spec_tests/sampling spec_tests/bundled/test_sampling_*.py \
+    -q --no-header -rfE -n 12 > "$OUT/sampling_default_pytest.log" 2>&1
 echo "sampling spec, CUDA default (split + graph): exit $? at $(el) s"; grep -E "passed|failed|^FAILED|^ERROR" "$OUT/sampling_default_pytest.log" | tail -8
 timeout 220 python3 spec_tests/bench/sampling_speed.py --device cuda --rounds 25 --json "$OUT/sampling_speed_h200.json" \
     > "$OUT/sampling_speed_h200.log" 2>&1
