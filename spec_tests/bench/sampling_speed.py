@@ -140,9 +140,9 @@ class Timer:
 
 
 SWEEP = {  # the split sort-free sampler's launch configs timed next to its default (SPLIT_CONFIG)
-    "eager launches (GRAPH off)": dict(GRAPH=False),
+    "CUDA graph (GRAPH on)": dict(GRAPH=True),
+    "PP=8 NPASS=4": dict(PP=8, NPASS=4),
     "SPLIT=8": dict(SPLIT=8),
-    "PP=4 NPASS=5": dict(PP=4, NPASS=5),
     "BLOCK=256 warps=2": dict(BLOCK=256, num_warps=2),
 }
 
