@@ -528,9 +528,9 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
 # launched (no sync); a row still searching after them is redone by the one-program kernel. Under
 # the interpreter the tests pass small CAP / BLOCK / SPLIT / NPASS so every mode runs on small rows.
 # H200, 256 x 128,256 fp32 (docs/performance.md): PP 4 with 5 passes beat PP 8 with 4 on every
-# workload (0.78-1.30 vs 0.88-1.60 ms a call); the CUDA graph (GRAPH) did not pay for its copy of
-# the logits (within +-10 % of eager launches), so it is off.
-SPLIT_CONFIG = dict(SPLIT=16, BLOCK=512, PP=4, num_warps=4, CAP=2048, NPASS=5, GRAPH=False)
+# workload; the CUDA graph (GRAPH) beat eager launches in 7 of 8 workload-runs (by 15-23 % when the
+# host was loaded), although it copies the logits; it keeps one copy per cached shape.
+SPLIT_CONFIG = dict(SPLIT=16, BLOCK=512, PP=4, num_warps=4, CAP=2048, NPASS=5, GRAPH=True)
 # off CUDA (the interpreter): small chunks and CAP, so a few-hundred-token row takes several
 # passes, gathers, finishes on the row, and sometimes needs the one-program redo
 INTERPRET_CONFIG = dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=3)
@@ -638,7 +638,8 @@ def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None)
     """``optimized._sampling_triton.sort_free``'s contract and return value, each row split over
     ``SPLIT`` programs per full pass (module doc). One device sync (are all rows finished?); rows
     whose search needed more than NPASS passes are redone by ``sort_free`` (one program per row).
-    On CUDA with config GRAPH the schedule replays a captured CUDA graph (_launch_graphed)."""
+    On CUDA with config GRAPH (the default) the schedule replays a captured CUDA graph
+    (_launch_graphed)."""
     assert x.dtype == torch.float32 and x.dim() == 2
     cfg = {**SPLIT_CONFIG, **({} if x.is_cuda else INTERPRET_CONFIG), **(config or {})}
     if cfg["PP"] not in (4, 8):

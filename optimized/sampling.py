@@ -5,7 +5,8 @@ On CUDA (float32 compute: float16/bfloat16/float32 logits) ``sample`` and ``samp
 the sort-free Triton sampler by default: each row's threshold key is found by a pivot search over
 the float bits of z (no sort, nothing of size vocab written), each full pass split over several
 programs per row (optimized/_sampling_split.py; rows it does not finish in its fixed number of
-passes are redone by the one-program-per-row kernel of optimized/_sampling_triton.py); the draw is the contract's inverse CDF in token-id order with the contract's
+passes are redone by the one-program-per-row kernel of optimized/_sampling_triton.py), replayed
+as one CUDA graph; the draw is the contract's inverse CDF in token-id order with the contract's
 float64 uniform, so tokens equal the reference's for the same uniforms up to float32 rounding at
 a cut or a CDF step (which the contract leaves open). The sampling spec passes through it natively
 on the H200 (docs/performance.md). INFERSPEC_SAMPLING_TRITON=0 turns it off; =1 also runs it on the

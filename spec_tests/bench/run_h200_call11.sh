@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# H200 call (session 2026-12-01b): the split sort-free sampler final defaults (PP 4, NPASS 5, no graph), the
+# H200 call (session 2026-12-01b): the split sort-free sampler final defaults (PP 4, NPASS 5, CUDA graph), the
 # CUDA default: the sampling spec natively with NO environment override (the default path), the
 # benchmark (default vs torch path vs one-program vs eager split vs peers), and the profile.
 set -o pipefail
