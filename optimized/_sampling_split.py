@@ -529,8 +529,9 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
 # the interpreter the tests pass small CAP / BLOCK / SPLIT / NPASS so every mode runs on small rows.
 # H200, 256 x 128,256 fp32 (docs/performance.md): PP 4 with 5 passes beat PP 8 with 4 on every
 # workload; the CUDA graph (GRAPH) beat eager launches in 7 of 8 workload-runs (by 15-23 % when the
-# host was loaded), although it copies the logits; it keeps one copy per cached shape.
-SPLIT_CONFIG = dict(SPLIT=16, BLOCK=512, PP=4, num_warps=4, CAP=2048, NPASS=5, GRAPH=True)
+# host was loaded), although it copies the logits; it keeps one copy per cached shape. BLOCK 256
+# with 2 warps was 5-20 % faster than 512 / 4 in each of three runs.
+SPLIT_CONFIG = dict(SPLIT=16, BLOCK=256, PP=4, num_warps=2, CAP=2048, NPASS=5, GRAPH=True)
 # off CUDA (the interpreter): small chunks and CAP, so a few-hundred-token row takes several
 # passes, gathers, finishes on the row, and sometimes needs the one-program redo
 INTERPRET_CONFIG = dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=3)

@@ -143,7 +143,7 @@ SWEEP = {  # the split sort-free sampler's launch configs timed next to its defa
     "eager launches (GRAPH off)": dict(GRAPH=False),
     "PP=8 NPASS=4": dict(PP=8, NPASS=4),
     "SPLIT=8": dict(SPLIT=8),
-    "BLOCK=256 warps=2": dict(BLOCK=256, num_warps=2),
+    "BLOCK=512 warps=4": dict(BLOCK=512, num_warps=4),
 }
 
 
