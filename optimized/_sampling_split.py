@@ -530,7 +530,8 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
 # H200, 256 x 128,256 fp32 (docs/performance.md): PP 4 with 5 passes beat PP 8 with 4 on every
 # workload; the CUDA graph (GRAPH) beat eager launches in 7 of 8 workload-runs (by 15-23 % when the
 # host was loaded), although it copies the logits; it keeps one copy per cached shape. BLOCK 256
-# with 2 warps was 5-20 % faster than 512 / 4 in each of three runs.
+# with 2 warps vs 512 with 4: 5-20 % faster in two runs, 5-13 % slower in the third (the one with
+# the sampling spec passed natively at this config): within the run-to-run noise of a host-bound call.
 SPLIT_CONFIG = dict(SPLIT=16, BLOCK=256, PP=4, num_warps=2, CAP=2048, NPASS=5, GRAPH=True)
 # off CUDA (the interpreter): small chunks and CAP, so a few-hundred-token row takes several
 # passes, gathers, finishes on the row, and sometimes needs the one-program redo
