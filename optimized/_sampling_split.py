@@ -532,10 +532,13 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
 # host was loaded), although it copies the logits; it keeps one copy per cached shape. BLOCK 256
 # with 2 warps vs 512 with 4: 5-20 % faster in two runs, 5-13 % slower in the third (the one with
 # the sampling spec passed natively at this config): within the run-to-run noise of a host-bound call.
-SPLIT_CONFIG = dict(SPLIT=16, BLOCK=256, PP=4, num_warps=2, CAP=2048, NPASS=5, GRAPH=True)
+# The first pass (max, flags; a plain reduction) runs at its own block: 0.05 ms at 1024 / 8 warps
+# against 0.11 ms at 256 / 2 (H200 profiles, docs/results/sampling_split_profile*.log).
+SPLIT_CONFIG = dict(SPLIT=16, BLOCK=256, PP=4, num_warps=2, CAP=2048, NPASS=5, GRAPH=True,
+                    SCAN_BLOCK=1024, SCAN_WARPS=8)
 # off CUDA (the interpreter): small chunks and CAP, so a few-hundred-token row takes several
 # passes, gathers, finishes on the row, and sometimes needs the one-program redo
-INTERPRET_CONFIG = dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=3)
+INTERPRET_CONFIG = dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=3, SCAN_BLOCK=64, SCAN_WARPS=4)
 CACHE_LAUNCHES = True    # reuse each compiled kernel (_launch); False: plain kernel[grid](...) launches
 _COMPILED: dict = {}
 
@@ -584,7 +587,8 @@ def _launch_all(x, temperature, top_k, top_p, min_p, u, cfg):
     uu = u if u is not None else sf
     rows, chunks = (b,), (s, b)
     common = (x, x.stride(0), vocab, chunk)
-    _launch(_scan_kernel, chunks, (*common, pf, pi, s), dict(BLOCK=block), warps)
+    scan_block = min(cfg.get("SCAN_BLOCK", block), max(16, triton.next_power_of_2(vocab)))
+    _launch(_scan_kernel, chunks, (*common, pf, pi, s), dict(BLOCK=scan_block), cfg.get("SCAN_WARPS", warps))
     _launch(_init_kernel, rows, (pf, pi, st, sf, tok, temperature, top_k, top_p, vocab, s), dict(SP=sp), 4)
     for _ in range(cfg["NPASS"]):
         _launch(_pass_kernel, chunks, (*common, s, st, sf, temperature, pc, pcx, pfw, pfx),

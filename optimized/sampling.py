@@ -127,9 +127,10 @@ def _prepare(logits, params, prompt_tokens, output_tokens):
     x = logits.detach()
     x = x if x.dtype == dtype else x.to(dtype)
     h = rows.host
-    penalised = any(v != 1 for v in h["repetition_penalty"]) or any(
-        v != 0 for v in h["presence_penalty"] + h["frequency_penalty"])
-    if penalised and (prompt is not None or output is not None):
+    seen_tokens = prompt is not None or output is not None       # checked first: the common case
+    penalised = seen_tokens and (any(v != 1 for v in h["repetition_penalty"]) or any(   # skips the
+        v != 0 for v in h["presence_penalty"] + h["frequency_penalty"]))              # per-row scan
+    if penalised:
         seen = torch.zeros(batch, vocab + 1, dtype=torch.bool, device=x.device)
         counts = torch.zeros(batch, vocab + 1, dtype=dtype, device=x.device)
         if prompt is not None:
