@@ -40,7 +40,8 @@ import torch
 import triton
 import triton.language as tl
 
-from optimized._sampling_triton import BIGKEY, KEYMAX, _pivots, _select_regs, _zkey, sort_free
+from optimized._sampling_triton import (BIGKEY, KEYMAX, _bad_flags, _kept_weight, _pivots, _select_regs, _zkey,
+                                         sort_free)
 
 SEARCH_K, SEARCH_P, GATHER, THRESH, DRAWN, BAD = (tl.constexpr(i) for i in range(6))
 # state columns (int32): mode, lo, hi, kcut, count, gather kind (0 top-k, 1 top-p), thr, status
@@ -86,16 +87,10 @@ def _scan_kernel(x_ptr, stride, V, L, pf_ptr, pi_ptr, S, BLOCK: tl.constexpr):
         idx = i + offs
         inb = idx < end
         x = tl.load(base + idx, mask=inb, other=float("-inf"))
-        isnan = x != x
-        fin = (x > float("-inf")) & (x < float("inf"))
-        nan_acc = tl.maximum(nan_acc, isnan.to(tl.int32))
-        inf_acc = tl.maximum(inf_acc, (x == float("inf")).to(tl.int32))
-        fin_acc += fin.to(tl.int32)
-        xv = tl.where(isnan, float("-inf"), x)
+        nan_acc, inf_acc, fin_acc, mnf, xv = _bad_flags(x, nan_acc, inf_acc, fin_acc, mnf)
         better = (xv > best) | ((bidx == BIGIDX) & inb & (xv == best))
         bidx = tl.where(better, idx, bidx)
         best = tl.where(better, xv, best)
-        mnf = tl.minimum(mnf, tl.where(fin, x, float("inf")))
     cmax = tl.max(best, axis=0)
     cidx = tl.min(tl.where(best == cmax, bidx, BIGIDX), axis=0)
     o = (row * S + s).to(tl.int64)
@@ -463,10 +458,7 @@ def _mass_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, ws_
         for i in range(start, end, BLOCK):
             idx = i + offs
             inb = idx < end
-            x = tl.load(base + idx, mask=inb, other=float("-inf"))
-            z, key = _zkey(x, m, t)
-            e = tl.exp(z)
-            w = tl.where(inb & (key <= thr) & (e >= mp), e, 0.0)
+            w = _kept_weight(base, idx, inb, m, t, thr, mp)
             w_acc += w
             last_acc = tl.maximum(last_acc, tl.where(w > 0, idx, -1))
         o = (row * S + s).to(tl.int64)
@@ -510,10 +502,7 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
             while (found < 0) & (i < end):
                 idx = i + offs
                 inb = idx < end
-                x = tl.load(base + idx, mask=inb, other=float("-inf"))
-                z, key = _zkey(x, m, t)
-                e = tl.exp(z)
-                w = tl.where(inb & (key <= thr) & (e >= mp), e, 0.0)
+                w = _kept_weight(base, idx, inb, m, t, thr, mp)
                 c = run + tl.cumsum(w, axis=0)
                 hit = tl.min(tl.where(inb & (c > target), idx, BIGIDX), axis=0)
                 found = tl.where(hit < BIGIDX, hit, -1)

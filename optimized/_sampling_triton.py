@@ -105,6 +105,28 @@ def _zkey(x, m, t):
 
 
 @triton.jit
+def _kept_weight(base, idx, inb, m, t, thr, mp):
+    """The draw's weight of the tokens at idx: exp(z) if kept (key <= thr, exp(z) >= min_p), else 0."""
+    x = tl.load(base + idx, mask=inb, other=float("-inf"))
+    z, key = _zkey(x, m, t)
+    e = tl.exp(z)
+    return tl.where(inb & (key <= thr) & (e >= mp), e, 0.0)
+
+
+@triton.jit
+def _bad_flags(x, nan_acc, inf_acc, fin_acc, mnf):
+    """Running per-lane NaN / +inf flags, finite count and smallest finite value of the row; also
+    x with NaN read as -inf (for the max)."""
+    isnan = x != x
+    fin = (x > float("-inf")) & (x < float("inf"))
+    nan_acc = tl.maximum(nan_acc, isnan.to(tl.int32))
+    inf_acc = tl.maximum(inf_acc, (x == float("inf")).to(tl.int32))
+    fin_acc += fin.to(tl.int32)
+    mnf = tl.minimum(mnf, tl.where(fin, x, float("inf")))
+    return nan_acc, inf_acc, fin_acc, mnf, tl.where(isnan, float("-inf"), x)
+
+
+@triton.jit
 def _pivots(lo, hi, PP: tl.constexpr):
     """PP sorted pivots in [lo, hi - 1]: even slots evenly spaced in the keys, odd slots evenly
     spaced in the values |z| = bitcast(key)."""
@@ -255,13 +277,8 @@ def _sort_free_kernel(x_ptr, stride, V, temp_ptr, k_ptr, p_ptr, minp_ptr, u_ptr,
         idx = s + offs
         inb = idx < V
         x = tl.load(base + idx, mask=inb, other=float("-inf"))
-        isnan = x != x
-        fin = (x > float("-inf")) & (x < float("inf"))
-        nan_acc = tl.maximum(nan_acc, isnan.to(tl.int32))
-        inf_acc = tl.maximum(inf_acc, (x == float("inf")).to(tl.int32))
-        fin_acc += fin.to(tl.int32)
-        mx = tl.maximum(mx, tl.where(isnan, float("-inf"), x))
-        mnf = tl.minimum(mnf, tl.where(fin, x, float("inf")))
+        nan_acc, inf_acc, fin_acc, mnf, xv = _bad_flags(x, nan_acc, inf_acc, fin_acc, mnf)
+        mx = tl.maximum(mx, xv)
     m = tl.max(mx, axis=0)
     xmin = tl.min(mnf, axis=0)
     nfin = tl.sum(fin_acc, axis=0)
@@ -356,10 +373,7 @@ def _sort_free_kernel(x_ptr, stride, V, temp_ptr, k_ptr, p_ptr, minp_ptr, u_ptr,
                     for s in range(0, V, BLOCK):
                         idx = s + offs
                         inb = idx < V
-                        x = tl.load(base + idx, mask=inb, other=float("-inf"))
-                        z, key = _zkey(x, m, temp)
-                        e = tl.exp(z)
-                        w = tl.where(inb & (key <= thr) & (e >= mp), e, 0.0)
+                        w = _kept_weight(base, idx, inb, m, temp, thr, mp)
                         w_acc += w
                         last_acc = tl.maximum(last_acc, tl.where(w > 0, idx, -1))
                     target = u * tl.sum(w_acc, axis=0)
@@ -370,10 +384,7 @@ def _sort_free_kernel(x_ptr, stride, V, temp_ptr, k_ptr, p_ptr, minp_ptr, u_ptr,
                     while (found < 0) & (s2 < V):
                         idx = s2 + offs
                         inb = idx < V
-                        x = tl.load(base + idx, mask=inb, other=float("-inf"))
-                        z, key = _zkey(x, m, temp)
-                        e = tl.exp(z)
-                        w = tl.where(inb & (key <= thr) & (e >= mp), e, 0.0)
+                        w = _kept_weight(base, idx, inb, m, temp, thr, mp)
                         c = run + tl.cumsum(w, axis=0)
                         found = tl.min(tl.where(inb & (c > target), idx, 2147483647), axis=0)
                         found = tl.where(found == 2147483647, -1, found)
