@@ -287,7 +287,6 @@ def _decide_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, pc_ptr, pcx_ptr, pf_ptr, pfx_pt
     if mode <= SEARCH_P:
         lo = tl.load(sb + 1)
         hi = tl.load(sb + 2)
-        kcut = tl.load(sb + 3)
         piv = _pivots(lo, hi, PP)
         ss = tl.arange(0, SP)
         jj = tl.arange(0, PP)

@@ -13,7 +13,6 @@ from collections import defaultdict
 
 import torch
 import triton
-import triton.language as tl
 from torch.profiler import ProfilerActivity, profile
 
 import optimized._sampling_split as spl

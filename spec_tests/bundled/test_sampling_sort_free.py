@@ -16,6 +16,7 @@ import torch
 import optimized.sampling as opt
 import reference.sampling as ref
 from reference.sampling import SamplingParams
+from spec_tests.bundled._sm90 import assert_compiles_for_sm90
 
 pytestmark = pytest.mark.concept("sampling")
 triton = pytest.importorskip("triton")
@@ -160,9 +161,6 @@ def test_kernel_compiles_for_sm90(vocab_one):
     accepts and the compiler does not (globals, loop-carried types). Triton specialises an int
     argument equal to 1 into a constant, so a vocabulary of 1 (V = stride = 1) is its own
     compilation (it failed on the H200 once: ``V.to`` on a Python int)."""
-    import os
-    import subprocess
-    import sys
     ints = "'stride':'constexpr','V':'constexpr'" if vocab_one else "'stride':'i32','V':'i32'"
     extra = ",'stride':1,'V':1" if vocab_one else ""
     code = ("from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource; import triton;"
@@ -175,9 +173,7 @@ def test_kernel_compiles_for_sm90(vocab_one):
             "triton.compile(ASTSource(fn=m._sort_free_kernel, signature=sig, constexprs={'HAS_U': True,"
             "'BLOCK': c['BLOCK'], 'PP': c['PP'], 'CAP': c['CAP']" + extra + "}), target=GPUTarget('cuda', 90, 32),"
             "options=dict(num_warps=c['num_warps']))")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert_compiles_for_sm90(code)
 
 
 def _device_or_skip():
@@ -230,9 +226,6 @@ def test_split_schedule_equals_one_program(cfg, monkeypatch):
 def test_split_kernels_compile_for_sm90():
     """Every kernel of the split schedule compiles for an H100/H200 (sm_90) without a GPU, at the
     CUDA config and at a vocabulary of 1 (one chunk: S and V become constants)."""
-    import os
-    import subprocess
-    import sys
     code = (
         "from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource; import triton\n"
         "import optimized._sampling_split as m\n"
@@ -248,6 +241,4 @@ def test_split_kernels_compile_for_sm90():
         "        sig = {a: 'constexpr' if a in const else ptr[a] for a in k.arg_names}\n"
         "        triton.compile(ASTSource(fn=k, signature=sig, constexprs={a: const[a] for a in k.arg_names if a in const}),"
         " target=GPUTarget('cuda', 90, 32), options=dict(num_warps=c['num_warps']))\n")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert_compiles_for_sm90(code)

@@ -21,6 +21,7 @@ import torch
 import optimized.speculative as opt
 import reference.speculative as ref
 from reference.sampling import inverse_cdf
+from spec_tests.bundled._sm90 import assert_compiles_for_sm90
 
 pytestmark = pytest.mark.concept("speculative")
 triton = pytest.importorskip("triton")
@@ -290,8 +291,6 @@ def test_kernel_compiles_for_sm90():
     interpreter accepts and the compiler does not (loop-carried and if-redefined types, methods on
     constexprs): float32 and bfloat16 with a vocabulary of 1024+, and float16/float64 with V = 1,
     G = 1 and unit strides (Triton specialises an int argument equal to 1 into a constant)."""
-    import subprocess
-    import sys
     code = """
 import triton
 from triton.backends.compiler import GPUTarget
@@ -309,8 +308,4 @@ for dtype, one, has_q in [('fp32', 0, 1), ('bf16', 0, 0), ('fp16', 1, 1), ('fp64
     triton.compile(ASTSource(fn=m._draw_kernel, signature=sig, constexprs=const),
                    target=GPUTarget('cuda', 90, 32), options=dict(num_warps=m.NUM_WARPS))
 """
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True, text=True,
-                       timeout=240)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert_compiles_for_sm90(code)
