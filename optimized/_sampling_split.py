@@ -35,6 +35,7 @@ call makes about 14 of them."""
 from __future__ import annotations
 
 import inspect
+import threading
 
 import torch
 import triton
@@ -594,18 +595,21 @@ def _launch_all(x, temperature, top_k, top_p, min_p, u, cfg):
     return tok, st, sf
 
 
-_GRAPHS: dict = {}
-MAX_GRAPHS = 8       # captured schedules kept (one per shape / config / device), oldest dropped first
+_GRAPHS = threading.local()   # per thread: a graph's buffers must not be shared by concurrent calls
+MAX_GRAPHS = 8       # captured schedules kept per thread (one per shape / config / stream), oldest dropped
 
 
 def _launch_graphed(x, params, u, cfg):
     """_launch_all through a CUDA graph: the ~14 launches (each ~15-40 us of host time, which the
     ~0.4 ms of GPU work cannot hide) become one replay. The graph reads fixed buffers, so the
     inputs are copied in (the logits: one device copy) and the outputs cloned out. Captured on
-    the first call per (shape, device, with/without uniforms, config), after an eager warm-up run
-    that compiles every kernel; it holds its buffers (the logits' size) until dropped."""
-    key = (tuple(x.shape), x.device, u is not None, tuple(sorted(cfg.items())))
-    entry = _GRAPHS.get(key)
+    the first call per (thread, shape, device, stream, with/without uniforms, config), after an
+    eager warm-up run that compiles every kernel; it holds its buffers (the logits' size) until
+    dropped. Per thread and stream, so that concurrent calls never share the fixed buffers."""
+    graphs = _GRAPHS.__dict__.setdefault("d", {})
+    key = (tuple(x.shape), x.device, torch.cuda.current_stream(x.device).cuda_stream, u is not None,
+           tuple(sorted(cfg.items())))
+    entry = graphs.get(key)
     if entry is None:
         sx = x.clone()
         sp = [p.clone() for p in params]
@@ -615,9 +619,9 @@ def _launch_graphed(x, params, u, cfg):
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             outs = _launch_all(sx, *sp, su, cfg)
-        while len(_GRAPHS) >= MAX_GRAPHS:
-            _GRAPHS.pop(next(iter(_GRAPHS)))
-        entry = _GRAPHS[key] = (graph, sx, sp, su, outs)
+        while len(graphs) >= MAX_GRAPHS:
+            graphs.pop(next(iter(graphs)))
+        entry = graphs[key] = (graph, sx, sp, su, outs)
     graph, sx, sp, su, outs = entry
     sx.copy_(x)
     for dst, src in zip(sp, params):
