@@ -41,16 +41,17 @@ import torch
 import triton
 import triton.language as tl
 
-from optimized._sampling_triton import (BIGKEY, KEYMAX, _bad_flags, _kept_weight, _pivots, _select_regs, _zkey,
-                                         sort_free)
+from optimized._sampling_triton import (BIGKEY, KEYMAX, _bad_flags, _kept_weight, _pick, _pivots, _select_regs,
+                                         _zkey, sort_free)
 
 SEARCH_K, SEARCH_P, GATHER, THRESH, DRAWN, BAD = (tl.constexpr(i) for i in range(6))
-# state columns (int32): mode, lo, hi, kcut, count, gather kind (0 top-k, 1 top-p), thr, status
-_MODE, _LO, _HI, _KCUT, _CNT, _KIND, _THR, _STATUS = range(8)
-NI = 8
-# float state: row max, mass below lo, total mass
-_M, _MLO, _TOT = range(3)
-NF = 4
+# a row's int32 state: mode, search interval [lo, hi], kcut (top-p counts key <= kcut), gather
+# count, gather kind (0 top-k, 1 top-p), threshold, status; its float32 state: row max, mass below
+# lo, total mass (top-p)
+MODE, LO, HI, KCUT, CNT, KIND, THR, STATUS = (tl.constexpr(i) for i in range(8))
+NI = tl.constexpr(8)
+ROWMAX, MLO, TOTAL = (tl.constexpr(i) for i in range(3))
+NF = tl.constexpr(4)
 BIGIDX = tl.constexpr(2147483647)
 UNFINISHED = tl.constexpr(4)   # status of a row whose search had not ended after NPASS passes
 
@@ -129,19 +130,19 @@ def _init_kernel(pf_ptr, pi_ptr, st_ptr, sf_ptr, tok_ptr, temp_ptr, k_ptr, p_ptr
     # hi0 == 0: every finite token has z = 0, so both searches end at key 0 at once
     thr = tl.where(temp == 0, 0, tl.where((search != THRESH) & (hi0 == 0), 0, KEYMAX))
     mode = tl.where(status != 0, BAD, tl.where(temp == 0, DRAWN, tl.where(hi0 == 0, THRESH, search)))
-    sb = st_ptr + row.to(tl.int64) * 8
-    tl.store(sb + 0, mode)
-    tl.store(sb + 1, 0)
-    tl.store(sb + 2, hi0)
-    tl.store(sb + 3, hi0)            # kcut: every finite token (no top-k, or -inf among the top k)
-    tl.store(sb + 4, 0)
-    tl.store(sb + 5, 0)
-    tl.store(sb + 6, thr)
-    tl.store(sb + 7, status)
-    fb = sf_ptr + row.to(tl.int64) * 4
-    tl.store(fb + 0, m)
-    tl.store(fb + 1, 0.0)
-    tl.store(fb + 2, -1.0)
+    sb = st_ptr + row.to(tl.int64) * NI
+    tl.store(sb + MODE, mode)
+    tl.store(sb + LO, 0)
+    tl.store(sb + HI, hi0)
+    tl.store(sb + KCUT, hi0)            # kcut: every finite token (no top-k, or -inf among the top k)
+    tl.store(sb + CNT, 0)
+    tl.store(sb + KIND, 0)
+    tl.store(sb + THR, thr)
+    tl.store(sb + STATUS, status)
+    fb = sf_ptr + row.to(tl.int64) * NF
+    tl.store(fb + ROWMAX, m)
+    tl.store(fb + MLO, 0.0)
+    tl.store(fb + TOTAL, -1.0)
     tl.store(tok_ptr + row, first.to(tl.int64))
 
 
@@ -153,21 +154,21 @@ def _flip(o):
 
 @triton.jit
 def _x_threshold(key, m, t):
-    """Per key K (a vector): the smallest float x with key(x) <= K, where key(x) = bits(0 - z),
-    z = fl(fl(x - m) / t). z is non-decreasing in x, so key(x) <= K  <=>  x >= the result: a
-    pass compares the raw logits with these thresholds and divides nothing. Found by bisection
-    over the ordered float bits in [-inf, m] (z(m) = 0 qualifies); K < 0: +inf (no x)."""
-    zp = 0.0 - tl.maximum(key, 0).to(tl.float32, bitcast=True)
+    """Per key K (a vector): the smallest float x with key(x) <= K, key(x) as _zkey computes it
+    (the bits of 0 - z, z = fl(fl(x - m) / t)). z is non-decreasing in x, so key(x) <= K  <=>
+    x >= the result: a pass compares the raw logits with these thresholds and divides nothing.
+    Found by bisection over the ordered float bits in [-inf, m] (key(m) = 0 <= K); K < 0: +inf
+    (no x); K >= KEYMAX: -inf (every x, -inf included)."""
     lo = _flip(tl.full(key.shape, float("-inf"), tl.float32).to(tl.int32, bitcast=True)).to(tl.int64)
     hi = _flip((m + tl.zeros(key.shape, tl.float32)).to(tl.int32, bitcast=True)).to(tl.int64)
     for _ in tl.static_range(33):              # hi - lo < 2^33 halves to 1
         mid = lo + (hi - lo) // 2
-        x = _flip(mid.to(tl.int32)).to(tl.float32, bitcast=True)
-        ok = tl.math.div_rn(x - m, t) >= zp
+        z, kx = _zkey(_flip(mid.to(tl.int32)).to(tl.float32, bitcast=True), m, t)
+        ok = kx <= key
         hi = tl.where(ok, mid, hi)
         lo = tl.where(ok, lo, mid)
     xt = _flip(hi.to(tl.int32)).to(tl.float32, bitcast=True)
-    xt = tl.where(zp == float("-inf"), float("-inf"), xt)
+    xt = tl.where(key >= KEYMAX, float("-inf"), xt)
     return tl.where(key < 0, float("inf"), xt)
 
 
@@ -176,11 +177,6 @@ def _ge(c, f, x, w, xt):
     """One pivot's running count and mass of the logits >= its threshold (per lane)."""
     ge = x >= xt
     return c + ge.to(tl.int32), f + tl.where(ge, w, 0.0)
-
-
-@triton.jit
-def _pick(v, jj, j):
-    return tl.sum(tl.where(jj == j, v, 0.0), axis=0)
 
 
 @triton.jit
@@ -238,13 +234,13 @@ def _pass_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, pc_ptr, pcx_p
     shared memory: 2-5x the read time in the H200 profile)."""
     s = tl.program_id(0)
     row = tl.program_id(1)
-    sb = st_ptr + row.to(tl.int64) * 8
-    mode = tl.load(sb + 0)
+    sb = st_ptr + row.to(tl.int64) * NI
+    mode = tl.load(sb + MODE)
     if mode <= SEARCH_P:
-        lo = tl.load(sb + 1)
-        hi = tl.load(sb + 2)
-        kcut = tl.load(sb + 3)
-        m = tl.load(sf_ptr + row.to(tl.int64) * 4)
+        lo = tl.load(sb + LO)
+        hi = tl.load(sb + HI)
+        kcut = tl.load(sb + KCUT)
+        m = tl.load(sf_ptr + row.to(tl.int64) * NF + ROWMAX)
         t = tl.load(temp_ptr + row)
         piv = _pivots(lo, hi, PP)
         jj = tl.arange(0, 16)
@@ -282,12 +278,12 @@ def _decide_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, pc_ptr, pcx_ptr, pf_ptr, pfx_pt
     interval holding the threshold and moves the row on (module doc). For a gather it writes
     each chunk's offset in the row's scratch (exclusive prefix of its candidate counts)."""
     row = tl.program_id(0)
-    sb = st_ptr + row.to(tl.int64) * 8
-    fb = sf_ptr + row.to(tl.int64) * 4
-    mode = tl.load(sb + 0)
+    sb = st_ptr + row.to(tl.int64) * NI
+    fb = sf_ptr + row.to(tl.int64) * NF
+    mode = tl.load(sb + MODE)
     if mode <= SEARCH_P:
-        lo = tl.load(sb + 1)
-        hi = tl.load(sb + 2)
+        lo = tl.load(sb + LO)
+        hi = tl.load(sb + HI)
         piv = _pivots(lo, hi, PP)
         ss = tl.arange(0, SP)
         jj = tl.arange(0, PP)
@@ -306,12 +302,12 @@ def _decide_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, pc_ptr, pcx_ptr, pf_ptr, pfx_pt
             total = tl.sum(tl.load(pfx_ptr + o * 2, mask=ok, other=0.0), axis=0)
             p = tl.load(p_ptr + row)
             jstar = tl.min(tl.where(f >= p * total, jj, PP), axis=0)
-            mlo = tl.where(jstar > 0, tl.sum(tl.where(jj == jstar - 1, f, 0.0), axis=0),
+            mlo = tl.where(jstar > 0, _pick(f, jj, jstar - 1),
                            tl.sum(tl.load(pfx_ptr + o * 2 + 1, mask=ok, other=0.0), axis=0))
-            tl.store(fb + 1, mlo)
-            tl.store(fb + 2, total)
-        new_hi = tl.where(jstar < PP, tl.sum(tl.where(jj == jstar, piv, 0), axis=0), hi)
-        new_lo = tl.where(jstar > 0, tl.sum(tl.where(jj == jstar - 1, piv, 0), axis=0) + 1, lo)
+            tl.store(fb + MLO, mlo)
+            tl.store(fb + TOTAL, total)
+        new_hi = tl.where(jstar < PP, _pick(piv, jj, jstar), hi)
+        new_lo = tl.where(jstar > 0, _pick(piv, jj, jstar - 1) + 1, lo)
         # per chunk: tokens with key <= new_hi, and with key < new_lo
         chi = tl.where(jstar < PP, tl.sum(tl.where(jj[None, :] == jstar, C, 0), axis=1), c_hi_s)
         clo = tl.where(jstar > 0, tl.sum(tl.where(jj[None, :] == jstar - 1, C, 0), axis=1), c_lo_s)
@@ -320,35 +316,35 @@ def _decide_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, pc_ptr, pcx_ptr, pf_ptr, pfx_pt
         if mode == SEARCH_K:
             if new_lo == new_hi:                      # the k-th key, exactly (a tie group > CAP)
                 p = tl.load(p_ptr + row)
-                tl.store(sb + 0, tl.where((p < 1.0) & (new_hi > 0), SEARCH_P, THRESH))
-                tl.store(sb + 1, 0)
-                tl.store(sb + 2, new_hi)
-                tl.store(sb + 3, new_hi)
-                tl.store(sb + 6, new_hi)
+                tl.store(sb + MODE, tl.where((p < 1.0) & (new_hi > 0), SEARCH_P, THRESH))
+                tl.store(sb + LO, 0)
+                tl.store(sb + HI, new_hi)
+                tl.store(sb + KCUT, new_hi)
+                tl.store(sb + THR, new_hi)
             elif n_hi <= CAP:                         # gather every token with key <= new_hi
-                tl.store(sb + 0, GATHER)
-                tl.store(sb + 1, 0)
-                tl.store(sb + 2, new_hi)
-                tl.store(sb + 4, n_hi)
-                tl.store(sb + 5, 0)
+                tl.store(sb + MODE, GATHER)
+                tl.store(sb + LO, 0)
+                tl.store(sb + HI, new_hi)
+                tl.store(sb + CNT, n_hi)
+                tl.store(sb + KIND, 0)
                 tl.store(goff_ptr + o, tl.cumsum(chi, axis=0) - chi, mask=ok)
             else:
-                tl.store(sb + 1, new_lo)
-                tl.store(sb + 2, new_hi)
+                tl.store(sb + LO, new_lo)
+                tl.store(sb + HI, new_hi)
         else:
             if new_lo == new_hi:
-                tl.store(sb + 0, THRESH)
-                tl.store(sb + 6, new_hi)
+                tl.store(sb + MODE, THRESH)
+                tl.store(sb + THR, new_hi)
             elif n_in <= CAP:                         # gather the tokens in [new_lo, new_hi]
-                tl.store(sb + 0, GATHER)
-                tl.store(sb + 1, new_lo)
-                tl.store(sb + 2, new_hi)
-                tl.store(sb + 4, n_in)
-                tl.store(sb + 5, 1)
+                tl.store(sb + MODE, GATHER)
+                tl.store(sb + LO, new_lo)
+                tl.store(sb + HI, new_hi)
+                tl.store(sb + CNT, n_in)
+                tl.store(sb + KIND, 1)
                 tl.store(goff_ptr + o, tl.cumsum(chi - clo, axis=0) - (chi - clo), mask=ok)
             else:
-                tl.store(sb + 1, new_lo)
-                tl.store(sb + 2, new_hi)
+                tl.store(sb + LO, new_lo)
+                tl.store(sb + HI, new_hi)
 
 
 @_kernel
@@ -357,12 +353,12 @@ def _gather_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, goff_ptr, g
     """Copy a GATHER row's candidates of one chunk to the row's scratch at the chunk's offset."""
     s = tl.program_id(0)
     row = tl.program_id(1)
-    sb = st_ptr + row.to(tl.int64) * 8
-    mode = tl.load(sb + 0)
+    sb = st_ptr + row.to(tl.int64) * NI
+    mode = tl.load(sb + MODE)
     if mode == GATHER:
-        lo = tl.load(sb + 1)
-        hi = tl.load(sb + 2)
-        m = tl.load(sf_ptr + row.to(tl.int64) * 4)
+        lo = tl.load(sb + LO)
+        hi = tl.load(sb + HI)
+        m = tl.load(sf_ptr + row.to(tl.int64) * NF + ROWMAX)
         t = tl.load(temp_ptr + row)
         n = tl.load(goff_ptr + (row * S + s).to(tl.int64))
         jj = tl.arange(0, 2)
@@ -393,16 +389,16 @@ def _finish_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, minp_ptr, u_ptr, tok_ptr, gz_pt
     A top-k gather holds every token the filters can keep: top-p, min-p and the draw run here
     too. A top-p gather holds the tokens in [lo, hi]; the mass below lo comes from the pass."""
     row = tl.program_id(0)
-    sb = st_ptr + row.to(tl.int64) * 8
-    fb = sf_ptr + row.to(tl.int64) * 4
-    mode = tl.load(sb + 0)
+    sb = st_ptr + row.to(tl.int64) * NI
+    fb = sf_ptr + row.to(tl.int64) * NF
+    mode = tl.load(sb + MODE)
     if mode <= SEARCH_P:                              # NPASS passes were not enough
-        tl.store(sb + 7, UNFINISHED)
+        tl.store(sb + STATUS, UNFINISHED)
     if mode == GATHER:
-        lo = tl.load(sb + 1)
-        hi = tl.load(sb + 2)
-        n = tl.load(sb + 4)
-        kind = tl.load(sb + 5)
+        lo = tl.load(sb + LO)
+        hi = tl.load(sb + HI)
+        n = tl.load(sb + CNT)
+        kind = tl.load(sb + KIND)
         p = tl.load(p_ptr + row)
         co = tl.arange(0, CAP)
         valid = co < n
@@ -415,7 +411,7 @@ def _finish_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, minp_ptr, u_ptr, tok_ptr, gz_pt
             if p < 1.0:
                 wk = tl.where(gkey <= thr, ge, 0.0)
                 thr = _select_regs(gkey, wk, tl.zeros([], dtype=tl.int32), thr, p * tl.sum(wk, axis=0), PP)
-            tl.store(sb + 6, thr)
+            tl.store(sb + THR, thr)
             if HAS_U:
                 gi = tl.load(gi_ptr + row.to(tl.int64) * CAP + co, mask=valid, other=0)
                 mp = tl.load(minp_ptr + row)
@@ -426,15 +422,15 @@ def _finish_kernel(st_ptr, sf_ptr, k_ptr, p_ptr, minp_ptr, u_ptr, tok_ptr, gz_pt
                 first = tl.min(tl.where(valid & (c > target), gi, BIGIDX), axis=0)
                 last = tl.max(tl.where(w > 0, gi, -1), axis=0)
                 tl.store(tok_ptr + row, tl.where(first < BIGIDX, first, last).to(tl.int64))
-                tl.store(sb + 0, DRAWN)
+                tl.store(sb + MODE, DRAWN)
             else:
-                tl.store(sb + 0, THRESH)
+                tl.store(sb + MODE, THRESH)
         else:
-            mlo = tl.load(fb + 1)
-            total = tl.load(fb + 2)
+            mlo = tl.load(fb + MLO)
+            total = tl.load(fb + TOTAL)
             thr = _select_regs(gkey, ge, lo, hi, p * total - mlo, PP)
-            tl.store(sb + 6, thr)
-            tl.store(sb + 0, THRESH)
+            tl.store(sb + THR, thr)
+            tl.store(sb + MODE, THRESH)
 
 
 @_kernel
@@ -443,11 +439,11 @@ def _mass_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, ws_
     """Per chunk of a THRESH row: the kept mass, and the last token with positive weight."""
     s = tl.program_id(0)
     row = tl.program_id(1)
-    sb = st_ptr + row.to(tl.int64) * 8
-    mode = tl.load(sb + 0)
+    sb = st_ptr + row.to(tl.int64) * NI
+    mode = tl.load(sb + MODE)
     if mode == THRESH:
-        thr = tl.load(sb + 6)
-        m = tl.load(sf_ptr + row.to(tl.int64) * 4)
+        thr = tl.load(sb + THR)
+        m = tl.load(sf_ptr + row.to(tl.int64) * NF + ROWMAX)
         t = tl.load(temp_ptr + row)
         mp = tl.load(minp_ptr + row)
         base = x_ptr + row.to(tl.int64) * stride
@@ -473,8 +469,8 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
     the running kept mass first exceeds u * total, then the token inside it (a rounding miss in
     the chunk: its last positive token; past the last chunk: the row's last positive token)."""
     row = tl.program_id(0)
-    sb = st_ptr + row.to(tl.int64) * 8
-    mode = tl.load(sb + 0)
+    sb = st_ptr + row.to(tl.int64) * NI
+    mode = tl.load(sb + MODE)
     if mode == THRESH:
         ss = tl.arange(0, SP)
         ok = ss < S
@@ -490,8 +486,8 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
         if cstar < SP:
             run = tl.sum(tl.where(ss == cstar, cs - ws, 0.0), axis=0)
             tok = tl.sum(tl.where(ss == cstar, lp, 0), axis=0)
-            thr = tl.load(sb + 6)
-            m = tl.load(sf_ptr + row.to(tl.int64) * 4)
+            thr = tl.load(sb + THR)
+            m = tl.load(sf_ptr + row.to(tl.int64) * NF + ROWMAX)
             t = tl.load(temp_ptr + row)
             mp = tl.load(minp_ptr + row)
             base = x_ptr + row.to(tl.int64) * stride
@@ -510,7 +506,7 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
                 i += BLOCK
             tok = tl.where(found >= 0, found, tok)
         tl.store(tok_ptr + row, tok.to(tl.int64))
-        tl.store(sb + 0, DRAWN)
+        tl.store(sb + MODE, DRAWN)
 
 
 # SPLIT programs per row (the chunk length is rounded up to whole BLOCKs); NPASS search passes are
@@ -570,9 +566,9 @@ def _launch_all(x, temperature, top_k, top_p, min_p, u, cfg):
     tok = torch.empty(b, dtype=torch.int64, device=dev)
     # the state and scratch, carved from one int32 and one float32 allocation (each allocation and
     # launch costs host time that the ~0.5 ms call cannot hide)
-    st, pi, pc, pcx, goff, gi, lp = _carve(torch.int32, dev, (b, NI), (b, s, 4), (b, s, pp), (b, s, 2), (b, s),
+    st, pi, pc, pcx, goff, gi, lp = _carve(torch.int32, dev, (b, NI.value), (b, s, 4), (b, s, pp), (b, s, 2), (b, s),
                                            (b, cap), (b, s))
-    sf, pf, pfw, pfx, gz, ws = _carve(torch.float32, dev, (b, NF), (b, s, 2), (b, s, pp), (b, s, 2), (b, cap), (b, s))
+    sf, pf, pfw, pfx, gz, ws = _carve(torch.float32, dev, (b, NF.value), (b, s, 2), (b, s, pp), (b, s, 2), (b, cap), (b, s))
     uu = u if u is not None else sf
     rows, chunks = (b,), (s, b)
     common = (x, x.stride(0), vocab, chunk)
@@ -646,13 +642,14 @@ def sort_free_split(x, temperature, top_k, top_p, min_p, u=None, *, config=None)
         x = x.contiguous()
     b = x.shape[0]
     if b == 0:
-        st = torch.empty(0, NI, dtype=torch.int32, device=x.device)
-        return (st[:, 0].long() if u is not None else None), st[:, _STATUS], torch.empty(0, device=x.device), st[:, _THR]
+        empty = torch.empty(0, dtype=torch.int32, device=x.device)
+        tok = torch.empty(0, dtype=torch.int64, device=x.device) if u is not None else None
+        return tok, empty, torch.empty(0, device=x.device), empty
     params = [a.contiguous() for a in (temperature, top_k, top_p, min_p)]
     u = None if u is None else u.contiguous()
     graphed = cfg.pop("GRAPH", False) and x.is_cuda and CACHE_LAUNCHES
     tok, st, sf = _launch_graphed(x, params, u, cfg) if graphed else _launch_all(x, *params, u, cfg)
-    status, m, thr = st[:, _STATUS], sf[:, _M], st[:, _THR]
+    status, m, thr = st[:, STATUS.value], sf[:, ROWMAX.value], st[:, THR.value]
     redo = (status == UNFINISHED.value).nonzero()[:, 0]         # the one sync
     if redo.numel():
         t1, s1, m1, thr1 = sort_free(x[redo], *(a[redo] for a in params), None if u is None else u[redo])
