@@ -517,8 +517,9 @@ def _draw_kernel(x_ptr, stride, V, L, S, st_ptr, sf_ptr, temp_ptr, minp_ptr, u_p
 # host was loaded), although it copies the logits; it keeps one copy per cached shape. BLOCK 256
 # with 2 warps vs 512 with 4: 5-20 % faster in two runs, 5-13 % slower in the third (the one with
 # the sampling spec passed natively at this config): within the run-to-run noise of a host-bound call.
-# The first pass (max, flags; a plain reduction) runs at its own block: 0.05 ms at 1024 / 8 warps
-# against 0.11 ms at 256 / 2 (H200 profiles, docs/results/sampling_split_profile*.log).
+# The first pass (max, flags; a plain reduction) runs at its own block, 1024 / 8 warps: 0.11 ms at
+# 256 / 2 (sampling_split_profile5.log) against 0.09 ms in the final profile (profile6.log) and
+# 0.05 ms in an earlier one where every kernel ran at 1024 / 8 (profile.log, docs/results/).
 SPLIT_CONFIG = dict(SPLIT=16, BLOCK=256, PP=4, num_warps=2, CAP=2048, NPASS=5, GRAPH=True,
                     SCAN_BLOCK=1024, SCAN_WARPS=8)
 # off CUDA (the interpreter): small chunks and CAP, so a few-hundred-token row takes several
