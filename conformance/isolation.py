@@ -1513,9 +1513,12 @@ def pool() -> _Pool:
 @dataclasses.dataclass
 class Options:
     """How submissions run: ``memory_gb`` caps each worker's address space (RLIMIT_AS);
-    ``forbid_reference`` forbids importing reference/optimized (vocabulary excepted)."""
+    ``forbid_reference`` forbids importing reference/optimized except ``allowed``: module name ->
+    the names a submission may import from it (the concepts' vocabulary; the loader fills it in
+    from the registry, this layer only carries it to the worker, which imports those modules)."""
     memory_gb: float | None = None
     forbid_reference: bool = False
+    allowed: dict[str, list[str]] | None = None
 
 
 class Submission:
@@ -1564,7 +1567,7 @@ class Submission:
             return conn
         config = dict(self.target, name=self.name, concept=concept,
                       memory_gb=self.options.memory_gb, forbid=self.options.forbid_reference,
-                      allowed=_allowed_names() if self.options.forbid_reference else {})
+                      allowed=dict(self.options.allowed or {}) if self.options.forbid_reference else {})
         process, rfd, wfd = pool().start(config)
         conn = WorkerConnection(self, concept, process, rfd, wfd)
         self.connections[concept] = conn
@@ -1592,20 +1595,3 @@ class Submission:
     def __repr__(self) -> str:
         return f"Submission({self.spec!r})"
 
-
-def _allowed_names() -> dict[str, list[str]]:
-    """Per reference module, what a submission checked with --forbid-reference may import: the
-    vocabulary the concepts declare and their contract data classes (configs, parameter records)."""
-    from conformance.registry import CONCEPTS
-    import importlib
-    out: dict[str, list[str]] = {}
-    for c in CONCEPTS.values():
-        module = importlib.import_module(f"reference.{c.id}")
-        names = set(c.vocabulary)
-        for qualified in c.names:
-            attr = qualified.split(".", 1)[1]
-            obj = getattr(module, attr, None)
-            if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or issubclass(obj, tuple)):
-                names.add(attr)
-        out[f"reference.{c.id}"] = sorted(names)
-    return out

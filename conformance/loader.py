@@ -15,6 +15,7 @@ bugs (``mutant:...``) run in-process, for speed.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib
@@ -234,6 +235,9 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
     spec = spec.strip()
     from conformance import isolation, mutants
     options = options or isolation.Options()
+    if options.forbid_reference and options.allowed is None:
+        from conformance.registry import allowed_imports
+        options = dataclasses.replace(options, allowed=allowed_imports())
     if spec.startswith(mutants.PREFIX):
         cid, mname = mutants.parse_spec(spec)
         return Implementation(name=name or mutants.impl_id(cid, mname), module=mutants.load(cid, mname), spec=spec)

@@ -16,6 +16,7 @@ there is one.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from collections.abc import Iterator, Mapping
@@ -142,6 +143,24 @@ def concept(concept_id: str) -> Concept:
 def all_contract_names() -> dict[str, str]:
     """Every qualified contract name -> its concept id."""
     return {name: c.id for c in CONCEPTS.values() for name in c.names}
+
+
+def allowed_imports() -> dict[str, list[str]]:
+    """What a submission checked with ``--forbid-reference`` may import, per reference module
+    (``reference.<id>`` for every concept, an empty list where nothing is allowed): the vocabulary
+    the concept declares plus its contract's data classes (dataclasses and named tuples:
+    configurations, parameter records). Derived here, handed to the worker processes as data."""
+    out: dict[str, list[str]] = {}
+    for c in CONCEPTS.values():
+        module = importlib.import_module(f"reference.{c.id}")
+        names = set(c.vocabulary)
+        for qualified in c.names:
+            attr = qualified.split(".", 1)[1]
+            obj = getattr(module, attr, None)
+            if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or issubclass(obj, tuple)):
+                names.add(attr)
+        out[f"reference.{c.id}"] = sorted(names)
+    return out
 
 
 def problems() -> list[str]:

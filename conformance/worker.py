@@ -88,10 +88,15 @@ def _plain_constant(value) -> bool:
 
 class _Guard(importlib.abc.MetaPathFinder):
     """--forbid-reference: while submission code runs, ``reference``/``optimized``/``spec_tests``
-    in sys.modules are stubs; the real modules are swapped back in while the wire (un)pickles."""
+    in sys.modules are stubs; the real modules are swapped back in while the wire (un)pickles.
+
+    ``allowed`` (module name -> names, from the judge's registry) is all the guard knows of the
+    concepts: it imports each of those modules itself, so their stubs exist however this process
+    was started (forked from a judge that imported them all, or spawned with nothing)."""
 
     def __init__(self, allowed: dict[str, list[str]]):
-        import reference  # noqa: F401  (every concept module, for the vocabulary)
+        for name in allowed:
+            importlib.import_module(name)
         self.real = {n: m for n, m in sys.modules.items() if n.partition(".")[0] in GUARDED_ROOTS}
         self.stubs: dict[str, types.ModuleType] = {}
         for name, module in self.real.items():
@@ -356,7 +361,6 @@ def zygote(fd: int) -> None:
     _set_pdeathsig()
     sock = socket.socket(fileno=fd)
     import numpy  # noqa: F401
-    import reference  # noqa: F401
     from conformance import loader  # noqa: F401
     zygote_loop(sock)
 
@@ -367,7 +371,6 @@ def zygote_loop(sock: socket.socket) -> None:
     import signal
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
-    import reference  # noqa: F401  (a fork of the judge has it already)
     sock.send(json.dumps({"ready": True}).encode())
     while True:
         try:

@@ -1,3 +1,4 @@
 """Fast counterparts of reference/ with the same names and signatures, proven equivalent by the
-spec tests and timed by spec_tests/bench."""
-from optimized import attention, stopping, sampling  # noqa: F401
+spec tests and timed by spec_tests/bench.
+
+Like ``reference``, this package imports none of its modules: ``import optimized.sampling``."""
