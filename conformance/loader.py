@@ -3,7 +3,10 @@
 A contract name ``attention.attention`` resolves, in order, as
     impl.attention.attention   (an attribute, or a submodule ``<impl>.attention`` of a package)
     impl.attention             (the bare function name at the top of the implementation)
-A name that resolves nowhere ("missing"), or a contract function that raises
+An attribute ``attention`` counts only if it is the implementation's own module (a submodule, a
+sibling file, a module object it built): a module it imported from reference/, optimized/ or
+anywhere else (``from reference import paged`` for a helper) is not its concept, so its names are
+never checked in the submission's stead. A name that resolves nowhere ("missing"), or a contract function that raises
 ``NotImplementedError`` itself, in its own body (the student template's stubs: "stubbed"), makes
 its concept "not implemented" -- never a failure. A ``NotImplementedError`` raised deeper down (a
 helper the function calls) is an ordinary failure.
@@ -140,6 +143,8 @@ def resolve_in(module: ModuleType, contract_name: str, impl: str) -> Any | None:
     mod_name, _, attr = contract_name.rpartition(".")
     found = None
     sub = getattr(module, mod_name, None) if mod_name else None
+    if isinstance(sub, ModuleType) and not _defined_by(module, sub):
+        sub = None  # e.g. ``from reference import paged`` for a helper: not the submission's paged
     if sub is None and mod_name and hasattr(module, "__path__"):
         try:
             sub = importlib.import_module(f"{module.__name__}.{mod_name}")
@@ -151,9 +156,41 @@ def resolve_in(module: ModuleType, contract_name: str, impl: str) -> Any | None:
         found = getattr(sub, attr, None)
     if found is None:
         found = getattr(module, attr, None)
+        if isinstance(found, ModuleType) and not _defined_by(module, found):
+            found = None  # ``from reference import attention``: a module, not the function
     if found is not None:
         found = _wrap_not_implemented(found, impl, contract_name)
     return found
+
+
+# Modules that are never a submission's own, whatever it imported: the specification, the bundled
+# implementations, the tests and the harness.
+FOREIGN_ROOTS = ("reference", "optimized", "spec_tests", "conformance")
+
+
+def _defined_by(module: ModuleType, sub: ModuleType) -> bool:
+    """Whether ``sub``, an attribute of the implementation ``module``, is the implementation's own
+    module: a submodule of it, a module object its code built (no file, not an imported module),
+    or a module whose file lies in the implementation's folder (a sibling file it imports) --
+    never a module of reference/, optimized/, spec_tests/ or conformance/, nor one imported from
+    elsewhere (site-packages, the standard library)."""
+    name = getattr(sub, "__name__", "") or ""
+    if name.startswith(module.__name__ + "."):
+        return True
+    if name.partition(".")[0] in FOREIGN_ROOTS:
+        return False
+    file = getattr(sub, "__file__", None)
+    if file is None:
+        return sys.modules.get(name) is not sub  # built by the submission, not an imported built-in
+    home = getattr(module, "__file__", None)
+    if home is None:
+        return False
+    folder = Path(home).resolve().parent
+    try:
+        Path(file).resolve().relative_to(folder)
+    except ValueError:
+        return False
+    return True
 
 
 def _wrap_not_implemented(obj: Any, impl: str, name: str) -> Any:

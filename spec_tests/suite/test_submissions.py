@@ -106,3 +106,37 @@ def test_allowed_imports_come_from_the_registry():
                         "print(sorted(m for m in sys.modules if m.startswith(('reference.', 'optimized.'))))"],
                        cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+# --- a reference module imported for a helper is not the submission's concept ------------------------
+HELPER_IMPORT = '''
+from reference import paged                      # for a helper, say; not the submission's allocator
+
+
+class BlockAllocator:                            # the submission's own (wrong on purpose)
+    def __init__(self, *a, **k):
+        raise RuntimeError("the submission's own BlockAllocator")
+'''
+
+
+@pytest.mark.parametrize("in_process", [False, True], ids=["isolated", "in-process"])
+def test_a_reference_module_imported_by_a_submission_is_not_its_concept(tmp_path, in_process):
+    """``from reference import paged`` gives the submission an attribute ``paged`` that is the
+    reference's module: ``paged.BlockAllocator`` must resolve to the submission's own top-level
+    name (or to nothing), never through that module to the reference's class. A module of the
+    submission's own (a sibling file, a submodule, a module object it builds) still counts."""
+    (tmp_path / "own.py").write_text(HELPER_IMPORT)
+    (tmp_path / "silent.py").write_text("from reference import paged, attention  # noqa: F401\n")
+    (tmp_path / "mine_paged.py").write_text("class BlockAllocator:\n    mine = True\n")
+    (tmp_path / "sibling.py").write_text("import mine_paged as paged  # noqa: F401\n")
+    load = lambda name: load_implementation(str(tmp_path / f"{name}.py"), in_process=in_process)  # noqa: E731
+    own, silent, sibling = load("own"), load("silent"), load("sibling")
+    import reference.paged
+    with pytest.raises(RuntimeError, match="the submission's own BlockAllocator"):
+        own.get("paged.BlockAllocator")(num_blocks=4, block_size=2)
+    assert silent.resolve("paged.BlockAllocator") is None and silent.resolve("attention.attention") is None
+    found = sibling.get("paged.BlockAllocator")
+    assert found is not reference.paged.BlockAllocator and found.mine is True
+    for impl in (own, silent, sibling):
+        if impl.submission is not None:
+            impl.submission.close()
