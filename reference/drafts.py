@@ -45,7 +45,11 @@ Randomness: only ``generator`` (draft sampling and verify's uniforms); required 
 temperature > 0 (ValueError), ignored at 0. Returns int64 (max_new_tokens,), prompt excluded.
 
 **A draft-model proposer.** ``draft_model(target, *, n_layers=None, noise=0.0, seed=0)`` builds
-a draft from a reference ``Transformer`` target: a new Transformer with the target's config but
+a draft from a target with the reference ``Transformer``'s interface, checked by what it has, not
+by its class (it may be another process's model seen through a proxy, or any equivalent model):
+``config`` (a ``reference.model.ModelConfig``), ``state_dict()`` (the reference Transformer's
+parameter names and shapes for that config), ``attention_fn`` (the attention the draft uses too)
+and ``device``. The draft is a new reference-style Transformer with the target's config but
 ``n_layers`` layers (default: all; 1 <= n_layers <= the target's), holding COPIES of the target's
 embedding, its FIRST ``n_layers`` decoder layers, final norm and lm_head (an early-exit /
 layer-skipping self-draft: same vocabulary, shallower), each parameter W then perturbed to
@@ -86,9 +90,10 @@ Bad input: TypeError (wrong kind) or ValueError (wrong value) naming the argumen
 not a 1-D integer tensor (or, for tokens, a list of ints), empty prompt; gamma, n, max_new_tokens
 not ints (gamma >= 0, n >= 1, max_new_tokens >= 0); temperature not a finite real >= 0; alpha not
 a real in [0, 1]; c not a finite real >= 0; a draft with another vocabulary; prompt + max_new_tokens
-past the target's max_seq_len; a generator that is not a torch.Generator; a target that is not a
-reference Transformer, n_layers not an int in [1, target's], noise not a finite real >= 0, seed not
-an int; batch not a finite real >= 0, ridge not a finite real > 0.
+past the target's max_seq_len; a generator that is not a torch.Generator; a target without a
+ModelConfig ``config`` or a ``state_dict()`` (TypeError naming ``target``), n_layers not an int in
+[1, target's], noise not a finite real >= 0, seed not an int; batch not a finite real >= 0, ridge
+not a finite real > 0.
 """
 from __future__ import annotations
 
@@ -137,10 +142,12 @@ def ngram_propose(tokens, gamma: int, *, n: int = 2) -> list[int]:
 # ----------------------------------------------------------------------------- draft model
 @torch.no_grad()
 def draft_model(target, *, n_layers: int | None = None, noise: float = 0.0, seed: int = 0):
-    """A shallower and/or perturbed copy of a reference Transformer target (module doc)."""
-    from reference.model import Transformer
-    if not isinstance(target, Transformer):
-        raise TypeError(f"target must be a reference Transformer, got {type(target).__name__}")
+    """A shallower and/or perturbed copy of a target with the reference Transformer's interface
+    (module doc)."""
+    from reference.model import ModelConfig, Transformer
+    if not isinstance(getattr(target, "config", None), ModelConfig) or not callable(getattr(target, "state_dict", None)):
+        raise TypeError("target must be a model with the reference Transformer's interface (a ModelConfig "
+                        f"config, state_dict(), attention_fn, device), got {type(target).__name__}")
     layers = target.config.n_layers if n_layers is None else check_int("n_layers", n_layers, minimum=1)
     if layers > target.config.n_layers:
         raise ValueError(f"n_layers must be <= the target's {target.config.n_layers}, got {layers}")

@@ -2,6 +2,8 @@
 greedy speculative decoding with it emits exactly the target's greedy tokens (property)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import example, given, settings, strategies as st
@@ -102,12 +104,43 @@ def test_greedy_with_draft_model_is_target_greedy(impl, reference, layers, noise
     assert torch.equal(torch.as_tensor(got).to(torch.int64).cpu(), want), (layers, noise, seed, gamma, got, want)
 
 
+class _SameInterface:
+    """The reference Transformer's interface (config, state_dict, attention_fn, device) on another
+    class: what a target looks like from a submission's process, or a student's own model."""
+
+    def __init__(self, model):
+        self.config, self.attention_fn, self.device, self._model = model.config, model.attention_fn, model.device, model
+
+    def state_dict(self):
+        return self._model.state_dict()
+
+
+class _ConfigAsDict(_SameInterface):
+    """The interface, except that ``config`` is a dict instead of a ModelConfig."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.config = dataclasses.asdict(model.config)
+
+
+def test_draft_model_takes_any_target_with_the_interface(impl, reference):
+    """The target is checked by its interface, not its class: a target that only has the
+    reference Transformer's config / state_dict / attention_fn / device gives the same draft."""
+    target = tiny_models(reference, layers=2, seed=4)
+    make = impl.get("drafts.draft_model")
+    a, b = make(target, n_layers=1, noise=0.1, seed=3), make(_SameInterface(target), n_layers=1, noise=0.1, seed=3)
+    tokens = torch.tensor([[1, 5, 2, 7]])
+    with torch.no_grad():
+        assert torch.equal(a(tokens), b(tokens)), "another class with the same interface gave another draft"
+
+
 def _valid(reference):
     return dict(target=tiny_models(reference, layers=2, seed=1), n_layers=1, noise=0.1, seed=0)
 
 
 BAD = [
     Bad("target not a model", dict(target="llama"), TypeError, ("target",)),
+    Bad("target config a dict", lambda v: {**v, "target": _ConfigAsDict(v["target"])}, TypeError, ("target",)),
     Bad("n_layers zero", dict(n_layers=0), ValueError, ("n_layers",)),
     Bad("n_layers past the target's", dict(n_layers=3), ValueError, ("n_layers",)),
     Bad("n_layers float", dict(n_layers=1.0), TypeError, ("n_layers",)),
@@ -120,6 +153,7 @@ BAD = [
 
 @bad_cases(BAD)
 def test_draft_model_rejects_bad_input(impl, reference, bad):
-    """draft_model: a reference Transformer, 1 <= n_layers <= its layers, noise a finite real >= 0,
-    seed an int; the target is left unchanged."""
+    """draft_model: a target with the reference Transformer's interface (a ModelConfig config, a
+    state_dict), 1 <= n_layers <= its layers, noise a finite real >= 0, seed an int; the target is
+    left unchanged."""
     assert_rejects(impl.get("drafts.draft_model"), _valid(reference), bad)
