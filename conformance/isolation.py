@@ -173,6 +173,12 @@ def _is_data(obj) -> bool:
     return isinstance(obj, (tuple, list, dict, set, frozenset))
 
 
+def data_class(cls) -> bool:
+    """A class whose instances are plain data (dataclasses, named tuples, enums): they cross the
+    boundary by value, so the class itself may too."""
+    return isinstance(cls, type) and (dataclasses.is_dataclass(cls) or issubclass(cls, (tuple, enum.Enum)))
+
+
 def describe(value: Any, limit: int = 80) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} on {value.device.type}"
@@ -474,6 +480,7 @@ class Peer:
         self.grad_contexts: dict[int, tuple] = {}
         self.dead: SubmissionDied | None = None
         self.label = ""
+        self.by_handle: dict[int, Any] = {}     # id -> object always sent as a handle (see send_by_handle)
 
     # ---- framing
     def _write(self, data: bytes) -> None:
@@ -607,6 +614,8 @@ class Peer:
                 return ("ND", obj.str)
         if isinstance(obj, _VALUE_TYPES):
             return None
+        if id(obj) in self.by_handle:
+            return self._handle(obj)
         if isinstance(obj, type):
             return None if _shared(obj) and self._importable(obj) else self._handle(obj)
         if isinstance(obj, types.ModuleType):
@@ -616,6 +625,12 @@ class Peer:
         if _shared(type(obj)) and _is_data(obj):
             return None
         return self._handle(obj)
+
+    def send_by_handle(self, obj) -> None:
+        """Always send ``obj`` as a handle, even a class of a shared module (which otherwise travels
+        by name): the worker does this for a contract class that the submission took from the
+        reference, so that its objects are built, and live, in the submission's process."""
+        self.by_handle[id(obj)] = obj
 
     @staticmethod
     def _importable(cls) -> bool:

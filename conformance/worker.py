@@ -305,6 +305,10 @@ class WorkerPeer(Peer):
         from conformance.loader import resolve_in
         with _Submission(self.guard):
             found = resolve_in(self.module, name, self.config["name"])
+        if isinstance(found, type) and isolation._shared(found) and not isolation.data_class(found):
+            # a behaviour class re-exported from the reference (``from reference.model import
+            # Transformer``) is the submission's class: built and used here, like its own classes
+            self.send_by_handle(found)
         return None if found is None else (found,)
 
 
