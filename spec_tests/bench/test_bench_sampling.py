@@ -19,10 +19,32 @@ from optimized import sampling as fast
 from reference import sampling as ref
 from spec_tests.bench.floors import FLOORS
 from spec_tests.bench.sampling_speed import CONFIGS, make_logits
+from spec_tests.sampling.oracles import sampling_oracle
+from spec_tests.sampling.strategies import SamplingCase
 
 X = make_logits(64, 32000, "peaked", "cpu")
 KEYS = {"T0.7 top-k 50 top-p 0.9": "sampling.cpu_64x32000_topk50_topp09",
         "top-p 0.9": "sampling.cpu_64x32000_topp09"}
+
+
+def clear_rows_agree(config: str) -> None:
+    """Optimized and reference supports equal the float64 oracle's kept set on every row whose
+    decisions are clear of float32 rounding (spec_tests/sampling/oracles.py). A row with a top-p
+    mass within rounding of p is left out: there the two samplers' float32 sums (a sort + cumsum
+    vs a bucket histogram, ATen kernels whose bits change with the CPU's vector width) may round
+    to opposite sides of p -- row 39 of top-p 0.9 did on AVX2 CPUs (issue 19)."""
+    cfg = CONFIGS[config]
+    case = SamplingCase(X.shape[0], X.shape[1], "float32", 0, kind="explicit",
+                        values=tuple(X.double().flatten().tolist()),
+                        **{name: (value,) * X.shape[0] for name, value in cfg.items()})
+    oracle = sampling_oracle(case)
+    clear = ~torch.tensor(oracle.ambiguous_rows, dtype=torch.bool)
+    assert int(clear.sum()) >= 48, f"only {int(clear.sum())} of 64 rows clear of rounding: pick other logits"
+    params = ref.SamplingParams(**cfg)
+    for name, module in (("optimized", fast), ("reference", ref)):
+        support = module.sampling_probs(X, params) > 0
+        bad = (support[clear] != oracle.keep[clear]).any(1)
+        assert not bad.any(), f"{name}: support differs from the oracle's on clear rows {clear.nonzero()[bad].flatten().tolist()}"
 
 
 def run(module, config: str) -> torch.Tensor:
@@ -42,9 +64,9 @@ def test_bench_sampling_reference(benchmark, config):
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_speedup_over_reference(config):
-    """Reference and optimized timed alternately in one run, best of 3 each; same support."""
-    params = ref.SamplingParams(**CONFIGS[config])
-    assert torch.equal(fast.sampling_probs(X, params) > 0, ref.sampling_probs(X, params) > 0)
+    """Reference and optimized timed alternately in one run, best of 3 each; same support (the
+    oracle's, on the rows clear of rounding: clear_rows_agree)."""
+    clear_rows_agree(config)
     best = {"ref": float("inf"), "fast": float("inf")}
     for _ in range(3):
         for name, module in (("ref", ref), ("fast", fast)):
