@@ -85,6 +85,8 @@ SHARED_ROOTS = frozenset({"builtins", "torch", "numpy", "collections", "pathlib"
                           "datetime", "enum"})
 # What --forbid-reference guards (the submission may not use them).
 GUARDED_ROOTS = ("reference", "optimized", "spec_tests")
+# Where the functions the judge runs in a worker (Submission.call_in_process) may come from.
+INSIDE_ROOTS = ("spec_tests", "conformance")
 
 _SAFE_BUILTINS = frozenset({"set", "frozenset", "slice", "range", "complex", "bytearray", "bytes",
                             "int", "float", "str", "list", "tuple", "dict", "bool", "object",
@@ -1250,6 +1252,8 @@ def _describe_request(op: str, body) -> str:
             return f"resolving {body}"
         if op == "start":
             return "importing the submission"
+        if op == "inside":
+            return describe_call(f"{body[0]}.{body[1]} in the submission's process", body[2], body[3])
     except Exception:  # noqa: BLE001
         pass
     return op
@@ -1599,6 +1603,16 @@ class Submission:
         if isinstance(obj, Proxy):
             object.__setattr__(obj, "_rp_label", contract_name)
         return obj
+
+    def call_in_process(self, concept: str, fn, args: tuple, kwargs: dict):
+        """``fn(impl, *args, **kwargs)`` run in the concept's worker, ``impl`` there resolving the
+        submission's names directly (see :meth:`conformance.loader.Implementation.call_in_process`).
+        ``fn`` travels by name: a module-level function of spec_tests/ or conformance/."""
+        module, qualname = getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")
+        if module.partition(".")[0] not in INSIDE_ROOTS or "<" in qualname:
+            raise ValueError(f"call_in_process: {module}.{qualname} is not a module-level function of "
+                             f"{' or '.join(INSIDE_ROOTS)} (it is sent to the worker by name)")
+        return self.connection(concept).request("inside", (module, qualname, tuple(args), dict(kwargs)))
 
     def close(self) -> None:
         """End the workers: closing their pipes makes each exit."""

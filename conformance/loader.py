@@ -133,6 +133,24 @@ class Implementation:
             raise NotImplementedInImpl(self.name, [name])
         return obj
 
+    def call_in_process(self, fn, *args, **kwargs):
+        """``fn(impl, *args, **kwargs)``, run in the process where this implementation's code runs:
+        here for the bundled implementations and the mutants (``impl`` is this object), in the
+        concept's worker for a submission (``impl`` there resolves the submission's names directly,
+        no proxies). For properties of what the implementation does to its own process, such as
+        ``batch_invariant.invariant_mode()``, which patches torch's kernels where it runs: the test's
+        torch calls must run there too. ``fn`` is a module-level function of ``spec_tests/<concept>/``
+        (its concept picks the worker) sent by name; its arguments and result cross the boundary
+        like a call's, so the judge still makes the comparisons."""
+        if self.submission is None:
+            return fn(self, *args, **kwargs)
+        parts = getattr(fn, "__module__", "").split(".")
+        from conformance.registry import CONCEPTS
+        if len(parts) < 3 or parts[0] != "spec_tests" or parts[1] not in CONCEPTS:
+            raise ValueError(f"call_in_process: {fn!r} is not a function of a concept's spec_tests/<concept>/ module")
+        self.submission.name = self.name
+        return self.submission.call_in_process(parts[1], fn, args, kwargs)
+
     def __repr__(self) -> str:  # shown in Hypothesis's falsifying examples
         return f"Implementation({self.spec!r})"
 

@@ -200,6 +200,7 @@ class WorkerPeer(Peer):
         self.capture = capture
         self.guard = _Guard(config.get("allowed", {})) if config.get("forbid") else None
         self.module = None
+        self._inside_impl = None
         self._rng_known = None
         self._exit_code = None
 
@@ -275,6 +276,8 @@ class WorkerPeer(Peer):
             return self._start()
         if op == "resolve":
             return self._resolve(body)
+        if op == "inside":
+            return self._inside(*body)
         if op == "backward":
             key, grads = body
             inputs, outputs, diff = self.grad_contexts.pop(key)
@@ -301,6 +304,19 @@ class WorkerPeer(Peer):
             raise ImportFailed(f"{type(exc).__name__}: {first}".rstrip(": ")) from exc
         return None
 
+    def _inside(self, module: str, qualname: str, args, kwargs):
+        """Run the judge's ``module.qualname(impl, *args, **kwargs)`` here (``call_in_process``)."""
+        if module.partition(".")[0] not in isolation.INSIDE_ROOTS:
+            raise isolation.ProtocolError(f"inside: {module} is not a module of {isolation.INSIDE_ROOTS}")
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+        if self._inside_impl is None:
+            from conformance.registry import all_contract_names
+            all_contract_names()        # the registry, loaded with the real modules, before any guard
+            self._inside_impl = _Inside(self).impl
+        return fn(self._inside_impl, *args, **kwargs)
+
     def _resolve(self, name: str):
         from conformance.loader import resolve_in
         with _Submission(self.guard):
@@ -310,6 +326,36 @@ class WorkerPeer(Peer):
             # Transformer``) is the submission's class: built and used here, like its own classes
             self.send_by_handle(found)
         return None if found is None else (found,)
+
+
+class _Inside:
+    """The ``impl`` that a judge's function run in this worker receives (``call_in_process``): the
+    submission's names resolved here, directly, their calls run as submission code (under the
+    --forbid-reference guard). Objects they return (a context manager, a kernel registered with
+    torch's dispatcher) are used as they are: code of the submission that they run later runs
+    without the guard."""
+
+    def __init__(self, peer: "WorkerPeer"):
+        from conformance.loader import Implementation
+        self.peer = peer
+        self.impl = Implementation(peer.config["name"], peer.module, peer.config.get("path") or peer.config.get("module", ""))
+        original = self.impl.resolve
+
+        def resolve(contract_name: str):
+            with _Submission(peer.guard):
+                found = original(contract_name)
+            if peer.guard is not None and callable(found) and not isinstance(found, type):
+                return _guarded(found, peer.guard)
+            return found
+        self.impl.resolve = resolve
+
+
+def _guarded(fn, guard: _Guard):
+    def call(*args, **kwargs):
+        with _Submission(guard):
+            return fn(*args, **kwargs)
+    call.__wrapped__ = fn
+    return call
 
 
 def _tb(exc: BaseException | None) -> str:

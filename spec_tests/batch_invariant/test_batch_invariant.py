@@ -2,6 +2,7 @@
 position and in any other batch; the values agree with torch's ops within the tolerance rule."""
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -13,7 +14,9 @@ from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.strategies import DTYPES, generator
 from conformance.tolerance import assert_close_to_oracle
 from spec_tests.attention.oracles import out_floor_from
-from spec_tests.batch_invariant.oracles import PackedRunner, plain_decode
+from reference.model import ModelConfig
+from spec_tests.batch_invariant import under_mode
+from spec_tests.batch_invariant.oracles import plain_decode
 from spec_tests.batch_invariant.strategies import (LENGTHS, ROW_LENGTHS, composition, dtype_name,
                                                    place, rand)
 
@@ -255,33 +258,31 @@ def test_fixed_order_is_the_documented_one(impl):
 
 
 # --- invariant mode ---------------------------------------------------------------------------
+# invariant_mode() patches torch's kernels in the process that enters it: the torch calls these
+# tests compare run where the implementation runs (under_mode.py, through impl.call_in_process --
+# for a submission, its worker process); the comparisons are made here.
 def test_invariant_mode_routes_and_restores(impl, device):
     """Inside invariant_mode(): torch.matmul / F.linear (with bias) / log_softmax / softmax / mean
     of the last dim compute with this concept's functions (same bits) and are batch invariant;
     after exit (also after an exception) torch's own kernels are back."""
-    mode = impl.get("batch_invariant.invariant_mode")
     G = lambda n: impl.get(f"batch_invariant.{n}")  # noqa: E731
     x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
                   rand((24,), 3, "float32").to(device))
-    plain = torch.mm(x, w.t())
-    with mode():
-        mm = torch.matmul(x, w.t())
-        lin = F.linear(x, w, bias)
-        lin1 = F.linear(x[3:4], w, bias)
-        lsm, sm, mean = torch.log_softmax(x, -1), torch.softmax(x, dim=1), x.mean(-1, keepdim=True)
-        mean0 = x.mean(0)                      # not routed: still torch's mean
+    got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
+    mm, lin, lin1, lsm, sm, mean, mean0 = (got[k] for k in ("mm", "lin", "lin1", "lsm", "sm", "mean", "mean0"))
     assert same_bits(mm, G("matmul")(x, w.t()))
     assert same_bits(lin[3], lin1[0])
     assert same_bits(lsm, G("log_softmax")(x)) and same_bits(sm, G("softmax")(x))
     assert same_bits(mean[:, 0], G("row_mean")(x))
     assert torch.allclose(mean0, x.mean(0), rtol=1e-6, atol=1e-6)
-    with pytest.raises(ZeroDivisionError):
-        with mode():
-            1 / 0
-    assert same_bits(torch.mm(x, w.t()), plain), "torch.mm not restored after invariant_mode()"
+    assert got["raised"] == "ZeroDivisionError", "an exception inside invariant_mode() must propagate"
+    assert same_bits(got["after"], got["plain"]), "torch.mm not restored after invariant_mode()"
 
 
 # --- end to end -------------------------------------------------------------------------------
+NEEDLE_MODEL = ModelConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=16)
+
+
 def test_needle_request_is_batch_invariant(impl, reference):
     """The reference model (reference/model.py, float32) under invariant_mode(): a needle prompt's
     greedy tokens and its seeded-sampled tokens (Gumbel-max with the request's own generator), with
@@ -291,35 +292,15 @@ def test_needle_request_is_batch_invariant(impl, reference):
     interpreted kernels are too slow for a model on CPU)."""
     if impl.name == "optimized" and not torch.cuda.is_available():
         pytest.skip("model under the interpreted kernels is too slow on CPU; run on the GPU")
-    import contextlib
-    from reference.model import ModelConfig, Transformer
     dev = "cuda" if torch.cuda.is_available() and impl.name == "optimized" else "cpu"
-    model = Transformer(ModelConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, n_kv_heads=1,
-                                    max_seq_len=16), seed=0).to(dev)
     g = generator(11)
     needle = torch.randint(0, 64, (1, 6), generator=g).to(dev)
     batch = torch.randint(0, 64, (5, 6), generator=g).to(dev)
     batch[2] = needle[0]
     ids = {1: [0], 5: [7, 8, 0, 9, 10]}               # request ids: the needle is request 0
 
-    def decode(tokens, sample, mode, steps=3):
-        gens = [generator(1000 + i) for i in ids[tokens.shape[0]]]
-        cache = model.new_cache(tokens.shape[0])
-        out, lps = [], []
-        ctx = impl.get("batch_invariant.invariant_mode")() if mode else contextlib.nullcontext()
-        with torch.no_grad(), ctx:
-            logits = model(tokens, cache)[:, -1]
-            for _ in range(steps):
-                lp = torch.log_softmax(logits, -1)
-                score = lp
-                if sample:                            # Gumbel-max: each request its own noise
-                    u = torch.stack([torch.rand(lp.shape[-1], generator=gi) for gi in gens]).to(dev)
-                    score = lp - torch.log(-torch.log(u.clamp_min(1e-12)))
-                nxt = score.argmax(-1, keepdim=True)
-                out.append(nxt)
-                lps.append(lp)
-                logits = model(nxt, cache)[:, -1]
-        return torch.cat(out, 1), torch.stack(lps, 1)
+    def decode(tokens, sample, mode):
+        return impl.call_in_process(under_mode.decode, NEEDLE_MODEL, dev, tokens, ids[tokens.shape[0]], sample, mode)
 
     for sample in (False, True):
         t1, l1 = decode(needle, sample, True)
@@ -334,14 +315,7 @@ def test_needle_request_is_batch_invariant(impl, reference):
 
 _NEEDLE = [5, 17, 42, 3, 3, 60, 11]              # a 7-token needle prompt
 _NEEDLE_ALONE: dict = {}                           # (impl, sample) -> (tokens, logprobs), alone
-
-
-def _packed_runner(impl):
-    from reference.model import ModelConfig, Transformer
-    dev = "cuda" if torch.cuda.is_available() and impl.name == "optimized" else "cpu"
-    model = Transformer(ModelConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, n_kv_heads=1,
-                                    max_seq_len=32), seed=0).to(dev)
-    return PackedRunner(model, impl.get("batch_invariant.decode_attention"), max_len=32)
+PACKED_MODEL = ModelConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=32)
 
 
 @example(others=(1, 12, 7, 14, 2), pos=3, seed=5).via("mutant:batch_invariant.attention_splits_from_batch")
@@ -358,41 +332,35 @@ def test_needle_packed_among_other_lengths(impl, others, pos, seed):
     WITHOUT the mode is printed (an observation, not a verdict)."""
     if impl.name == "optimized" and not torch.cuda.is_available():
         pytest.skip("model under the interpreted kernels is too slow on CPU; run on the GPU")
-    import contextlib
-    runner = _packed_runner(impl)
-    dev = runner.model.device
+    dev = "cuda" if torch.cuda.is_available() and impl.name == "optimized" else "cpu"
     g = generator(seed)
     prompts = [torch.randint(0, 64, (n,), generator=g).tolist() for n in others]
     pos = min(pos, len(prompts))
     prompts.insert(pos, _NEEDLE)
     ids = [100 + i for i in range(len(prompts))]
     ids[pos] = 0                                  # the needle is request 0, wherever it sits
-    mode = impl.get("batch_invariant.invariant_mode")
-    with torch.no_grad():
-        if (impl.name, "checked") not in _NEEDLE_ALONE:   # the oracle forward IS the model
-            _, lp = runner.generate([_NEEDLE], [0], 1, False)
-            want = torch.log_softmax(runner.model(torch.tensor([_NEEDLE], device=dev))[0, -1], -1)
-            assert torch.allclose(lp[0, 0], want, atol=1e-5, rtol=0), "packed forward != model.forward"
-            _NEEDLE_ALONE[(impl.name, "checked")] = True
-        for sample in (False, True):
-            kind = "sampled" if sample else "greedy"
-            for inv in (True, False):
-                ctx = mode() if inv else contextlib.nullcontext()
-                key = (impl.name, sample, inv)
-                with ctx:
-                    if key not in _NEEDLE_ALONE:
-                        _NEEDLE_ALONE[key] = runner.generate([_NEEDLE], [0], 3, sample)
-                    t, lp = runner.generate(prompts, ids, 3, sample)
-                t1, l1 = _NEEDLE_ALONE[key]
-                same_t, same_l = torch.equal(t1[0], t[pos]), same_bits(l1[0], lp[pos])
-                if inv:
-                    assert same_t and same_l, (
-                        f"{kind} needle at {pos} among lengths {list(others)}: tokens "
-                        f"{t1[0].tolist()} alone vs {t[pos].tolist()}, logprob max diff "
-                        f"{(l1[0] - lp[pos]).abs().max():.3e}")
-                else:
-                    print(f"packed, without invariant_mode ({kind}, needle at {pos} among {list(others)}): "
-                          f"tokens {'same' if same_t else 'DIFFER'}, logprob bits {'same' if same_l else 'DIFFER'}")
+    run = functools.partial(impl.call_in_process, under_mode.packed_generate, PACKED_MODEL, dev, 32)
+    if (impl.name, "checked") not in _NEEDLE_ALONE:   # the oracle forward IS the model
+        lp, want = impl.call_in_process(under_mode.packed_matches_forward, PACKED_MODEL, dev, 32, _NEEDLE)
+        assert torch.allclose(lp, want, atol=1e-5, rtol=0), "packed forward != model.forward"
+        _NEEDLE_ALONE[(impl.name, "checked")] = True
+    for sample in (False, True):
+        kind = "sampled" if sample else "greedy"
+        for inv in (True, False):
+            key = (impl.name, sample, inv)
+            if key not in _NEEDLE_ALONE:
+                _NEEDLE_ALONE[key] = run([_NEEDLE], [0], 3, sample, inv)
+            t, lp = run(prompts, ids, 3, sample, inv)
+            t1, l1 = _NEEDLE_ALONE[key]
+            same_t, same_l = torch.equal(t1[0], t[pos]), same_bits(l1[0], lp[pos])
+            if inv:
+                assert same_t and same_l, (
+                    f"{kind} needle at {pos} among lengths {list(others)}: tokens "
+                    f"{t1[0].tolist()} alone vs {t[pos].tolist()}, logprob max diff "
+                    f"{(l1[0] - lp[pos]).abs().max():.3e}")
+            else:
+                print(f"packed, without invariant_mode ({kind}, needle at {pos} among {list(others)}): "
+                      f"tokens {'same' if same_t else 'DIFFER'}, logprob bits {'same' if same_l else 'DIFFER'}")
 
 
 # --- bad input --------------------------------------------------------------------------------

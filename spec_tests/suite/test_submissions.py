@@ -295,6 +295,45 @@ def test_a_reexported_reference_class_lives_in_the_submissions_process(tmp_path)
     impl.submission.close()
 
 
+ZERO_MM_MODE = '''
+from reference.batch_invariant import *  # noqa: F401,F403
+import contextlib
+
+import torch
+
+
+@contextlib.contextmanager
+def invariant_mode():                     # wrong on purpose: torch's mm gives zeros under it
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("mm", lambda a, b: torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype), "CPU")
+    try:
+        yield
+    finally:
+        lib._destroy()
+'''
+
+
+def test_call_in_process_runs_where_the_submission_runs(tmp_path):
+    """``impl.call_in_process``: a test's torch calls under a submission's mode run in the
+    submission's process, where the mode took effect (here a mode that makes mm return zeros, so
+    the property test sees it, and the judge's torch never does); only functions of a concept's
+    spec_tests/ module may be sent."""
+    import torch
+
+    from spec_tests.batch_invariant import under_mode
+    path = tmp_path / "zero_mm.py"
+    path.write_text(ZERO_MM_MODE)
+    impl = load_implementation(str(path))
+    x, w, bias = torch.randn(9, 40), torch.randn(24, 40), torch.randn(24)
+    got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
+    assert torch.count_nonzero(got["mm"]) == 0
+    assert torch.equal(got["after"], got["plain"]) and got["raised"] == "ZeroDivisionError"
+    assert torch.count_nonzero(torch.mm(x, w.t())) > 0, "the submission's mode reached the judge"
+    with pytest.raises(ValueError, match="not a function of a concept"):
+        impl.call_in_process(len, [])
+    impl.submission.close()
+
+
 # The tests that isolation broke for a correct submission (issue 19): a draft built from a target
 # proxied into the worker, invariant_mode() across the process boundary, weights loaded into a model
 # that lived on the other side. Run by default, both ways; the sweep below runs every test.

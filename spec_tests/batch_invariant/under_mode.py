@@ -1,0 +1,102 @@
+"""The batch_invariant tests' torch calls under ``invariant_mode()``, run where the implementation
+runs (``impl.call_in_process``).
+
+``invariant_mode()`` patches torch's kernels in the process that enters it. For the bundled
+implementations that is the judge's own process; a submission's code runs in its worker process, so
+a test's ``torch.matmul`` in the judge would never see the submission's mode (and would pass or fail
+for the judge's torch, not for the submission). So the calls whose results the tests compare --
+torch's ops inside and after the mode, the reference model decoding under it -- are made here, by
+functions the judge runs in the implementation's process; they return tensors, and the comparisons
+stay in the tests. In-process (reference, optimized, mutants) the functions run in the judge: the
+same code, the same property.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+import torch.nn.functional as F
+
+from conformance.strategies import generator
+from reference.model import ModelConfig, Transformer
+from spec_tests.batch_invariant.oracles import PackedRunner
+
+_MODELS: dict = {}          # (config, seed, device) -> model, per process
+
+
+def model(config: ModelConfig, seed: int, device: str) -> Transformer:
+    """The reference model of a test, built once per process (the same weights in every process:
+    they come from the seed)."""
+    key = (config, seed, device)
+    if key not in _MODELS:
+        _MODELS[key] = Transformer(config, seed=seed).to(device)
+    return _MODELS[key]
+
+
+def routes_and_restores(impl, x, w, bias) -> dict:
+    """torch's ops on ``x``, ``w``, ``bias`` before, inside and after ``invariant_mode()`` (also after
+    a block that raised), in this process."""
+    mode = impl.get("batch_invariant.invariant_mode")
+    out = {"plain": torch.mm(x, w.t())}
+    with mode():
+        out["mm"] = torch.matmul(x, w.t())
+        out["lin"] = F.linear(x, w, bias)
+        out["lin1"] = F.linear(x[3:4], w, bias)
+        out["lsm"], out["sm"] = torch.log_softmax(x, -1), torch.softmax(x, dim=1)
+        out["mean"] = x.mean(-1, keepdim=True)
+        out["mean0"] = x.mean(0)                 # not routed: still torch's mean
+    out["raised"] = None
+    try:
+        with mode():
+            1 / 0
+    except ZeroDivisionError as exc:
+        out["raised"] = type(exc).__name__
+    out["after"] = torch.mm(x, w.t())
+    return out
+
+
+def decode(impl, config: ModelConfig, device: str, tokens, ids, sample: bool, invariant: bool, steps: int = 3):
+    """Greedy or seeded-sampled (Gumbel-max, each request its own generator) decoding of ``tokens``
+    (B, L) by the reference model with a KV cache, under ``invariant_mode()`` when ``invariant``.
+    Returns the tokens (B, steps) and the logprobs (B, steps, V)."""
+    m = model(config, 0, device)
+    gens = [generator(1000 + i) for i in ids]
+    cache = m.new_cache(tokens.shape[0])
+    out, lps = [], []
+    ctx = impl.get("batch_invariant.invariant_mode")() if invariant else contextlib.nullcontext()
+    with torch.no_grad(), ctx:
+        logits = m(tokens, cache)[:, -1]
+        for _ in range(steps):
+            lp = torch.log_softmax(logits, -1)
+            score = lp
+            if sample:                            # Gumbel-max: each request its own noise
+                u = torch.stack([torch.rand(lp.shape[-1], generator=gi) for gi in gens]).to(device)
+                score = lp - torch.log(-torch.log(u.clamp_min(1e-12)))
+            nxt = score.argmax(-1, keepdim=True)
+            out.append(nxt)
+            lps.append(lp)
+            logits = m(nxt, cache)[:, -1]
+    return torch.cat(out, 1), torch.stack(lps, 1)
+
+
+def packed_runner(impl, config: ModelConfig, device: str, max_len: int) -> PackedRunner:
+    return PackedRunner(model(config, 0, device), impl.get("batch_invariant.decode_attention"), max_len=max_len)
+
+
+def packed_matches_forward(impl, config: ModelConfig, device: str, max_len: int, prompt: list[int]):
+    """The packed runner's first logprobs of ``prompt`` alone, and the model's own forward's."""
+    runner = packed_runner(impl, config, device, max_len)
+    with torch.no_grad():
+        _, lp = runner.generate([prompt], [0], 1, False)
+        want = torch.log_softmax(runner.model(torch.tensor([prompt], device=device))[0, -1], -1)
+    return lp[0, 0], want
+
+
+def packed_generate(impl, config: ModelConfig, device: str, max_len: int, prompts, ids, steps: int,
+                    sample: bool, invariant: bool):
+    """``PackedRunner.generate`` of ``prompts`` with this implementation's decode_attention, under
+    ``invariant_mode()`` when ``invariant``."""
+    runner = packed_runner(impl, config, device, max_len)
+    ctx = impl.get("batch_invariant.invariant_mode")() if invariant else contextlib.nullcontext()
+    with torch.no_grad(), ctx:
+        return runner.generate(prompts, ids, steps, sample)
