@@ -9,7 +9,7 @@ import torch
 from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
-from spec_tests.drafts.strategies import tiny_models
+from spec_tests.drafts.strategies import assert_target_greedy, tiny_models
 
 
 def _scaled(n: int) -> int:
@@ -90,7 +90,8 @@ def test_noise_is_one_stream_in_state_dict_order(impl, reference):
        gamma=st.integers(1, 4), prompt=st.lists(st.integers(0, 7), min_size=1, max_size=6))
 def test_greedy_with_draft_model_is_target_greedy(impl, reference, layers, noise, seed, gamma, prompt):
     """Property: with ANY draft_model(target, n_layers, noise, seed) as the draft, greedy
-    speculative decoding emits exactly reference.generate's greedy tokens of the target. The
+    speculative decoding emits exactly reference.generate's greedy tokens of the target (up to a
+    genuine float32 near-tie: strategies.assert_target_greedy). The
     pinned example also checks that a 1-layer noiseless draft agrees with the target's early exit."""
     target = tiny_models(reference, layers=2, seed=1)
     draft = impl.get("drafts.draft_model")(target, n_layers=layers, noise=noise, seed=seed)
@@ -99,9 +100,8 @@ def test_greedy_with_draft_model_is_target_greedy(impl, reference, layers, noise
         with torch.no_grad():
             assert torch.equal(draft(tokens), _truncated_logits(target, tokens, layers)), "not the early exit"
     p = torch.tensor(prompt, dtype=torch.int64)
-    want = reference.get("generate.generate")(target, p[None], 10)[0][0]
     got = impl.get("drafts.speculative_generate")(target, draft, p, gamma, max_new_tokens=10, temperature=0)
-    assert torch.equal(torch.as_tensor(got).to(torch.int64).cpu(), want), (layers, noise, seed, gamma, got, want)
+    assert_target_greedy(got, reference, target, p, 10, f"layers={layers} noise={noise} seed={seed} gamma={gamma}")
 
 
 class _SameInterface:
