@@ -357,3 +357,43 @@ def test_a_sample_of_reexported_and_vendored_submissions_passes(tmp_path):
     for cid, f in zip(SAMPLE, files):
         _assert_cell(plain, plain_log, cid, f.stem)
         _assert_cell(vendored, vendored_log, cid, pkg.name)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, request) -> dict:
+    """Every concept, the derandomized ``mutants`` profile (25 examples, no shrinking): the
+    reference re-exported from a file per concept in the default isolated mode (one pytest run per
+    concept), and the vendored copy of the reference under --forbid-reference (one run per half of
+    the concepts); two runs at a time. About 6 minutes of a 2-core machine, so like the power run it
+    runs under the ``ci`` and ``thorough`` profiles and with --run-slow; the ``dev`` loop skips it
+    (the quick sample above runs there)."""
+    from hypothesis import settings
+    if settings.get_current_profile_name() == "dev" and not request.config.getoption("run_slow"):
+        pytest.skip("the full submission sweep: under the ci and thorough profiles and with --run-slow")
+    folder = tmp_path_factory.mktemp("sweep")
+    pkg = vendor_reference(folder, allowed_imports())
+    env = {"INFERSPEC_PROFILE": "mutants"}
+    concepts = list(CONCEPTS)
+    halves = [concepts[0::2], concepts[1::2]]
+    runs = [([f"spec_tests/{c}" for c in half], ["--concept", ",".join(half), "--impl", str(pkg), "--forbid-reference"], env)
+            for half in halves]
+    runs += [([f"spec_tests/{c}"], ["--concept", c, "--impl", str(reexport_file(folder, c))], env) for c in concepts]
+    results = run_submissions(runs, jobs=2)
+    out = {}
+    for half, (report, log) in zip(halves, results[:2]):
+        for c in half:
+            out[("vendored", c)] = (report, log, pkg.name)
+    for c, (report, log) in zip(concepts, results[2:]):
+        out[("reexported", c)] = (report, log, f"reexport_{c}")
+    return out
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("way", ["reexported", "vendored"])
+@pytest.mark.parametrize("cid", list(CONCEPTS))
+def test_the_reference_submitted_passes_every_concept(sweep, cid, way):
+    """The reference, submitted as a student would: ``reexported`` -- ``from reference.<cid> import
+    *`` in a file, default (isolated) mode; ``vendored`` -- a copy of reference/'s source that imports
+    only the declared vocabulary, under --forbid-reference. Every concept passes, every test."""
+    report, log, impl = sweep[(way, cid)]
+    _assert_cell(report, log, cid, impl)
