@@ -296,6 +296,10 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
     if spec.startswith(mutants.PREFIX):
         cid, mname = mutants.parse_spec(spec)
         return Implementation(name=name or mutants.impl_id(cid, mname), module=mutants.load(cid, mname), spec=spec)
+    if spec.startswith(mutants.CONTROL_PREFIX):   # a mutant's control: the same, without the bug
+        cid, mname = mutants.parse_spec(spec)
+        return Implementation(name=name or mutants.control_id(cid, mname),
+                              module=mutants.load(cid, mname, control=True), spec=spec)
     if _looks_like_path(spec):
         path = Path(spec)
         if not path.exists():

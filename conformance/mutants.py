@@ -19,6 +19,11 @@ any submission; as an ``--impl`` it is spelled ``mutant:attention.causal_off_by_
 
 The suite's power test (``spec_tests/suite/test_suite_power.py``) reads every table and requires
 each mutant to make its own concept fail.
+
+Each mutant has a **control**, ``control:<concept>.<name>``: the same construction without the bug
+(the patched file's own text executed as a fresh module the same way; a ``Replace``'s base without
+the replaced names). The power run requires the test that caught a mutant to pass for its control,
+so a mutant can never be "caught" by the way it is loaded and run rather than by its bug.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from typing import Any
 from conformance.registry import CONCEPTS, ROOT
 
 PREFIX = "mutant:"
+CONTROL_PREFIX = "control:"
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,15 @@ def spec(concept_id: str, name: str) -> str:
     return f"{PREFIX}{concept_id}.{name}"
 
 
+def control_id(concept_id: str, name: str) -> str:
+    """The control's column name in reports: ``<concept>__<name>__unmutated``."""
+    return f"{impl_id(concept_id, name)}__unmutated"
+
+
+def control_spec(concept_id: str, name: str) -> str:
+    return f"{CONTROL_PREFIX}{concept_id}.{name}"
+
+
 def find(concept_id: str, name: str) -> Mutant:
     for m in table(concept_id):
         if m.name == name:
@@ -99,12 +114,15 @@ def patched_source(m: Patch) -> str:
     return source.replace(m.old, m.new)
 
 
-def _exec_patched(concept_id: str, m: Patch) -> types.ModuleType:
-    module_name = f"inferspec_mutant_{impl_id(concept_id, m.name)}"
+def _exec_patched(concept_id: str, m: Patch, control: bool = False) -> types.ModuleType:
+    kind = "control" if control else "mutant"
+    module_name = f"inferspec_{kind}_{impl_id(concept_id, m.name)}"
     if module_name in sys.modules:
         return sys.modules[module_name]
     text = patched_source(m)
-    filename = str(ROOT / f"{m.file}<mutant {m.name}>")  # unique, never on disk
+    if control:  # the same file, executed the same way, without the bug
+        text = (ROOT / m.file).read_text()
+    filename = str(ROOT / f"{m.file}<{kind} {m.name}>")  # unique, never on disk
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
     module = types.ModuleType(module_name, f"mutant {concept_id}.{m.name}: {m.doc}")
     module.__file__ = filename
@@ -117,14 +135,17 @@ def _exec_patched(concept_id: str, m: Patch) -> types.ModuleType:
     return module
 
 
-def load(concept_id: str, name: str) -> types.ModuleType:
-    """The mutant as a module providing concept ``concept_id``'s contract names."""
+def load(concept_id: str, name: str, *, control: bool = False) -> types.ModuleType:
+    """The mutant as a module providing concept ``concept_id``'s contract names; with ``control``,
+    its control (the same construction without the bug)."""
     c = CONCEPTS[concept_id]
     m = find(concept_id, name)
     bare = [n.split(".", 1)[1] for n in c.names] + list(c.vocabulary)
-    out = types.ModuleType(f"inferspec_{impl_id(concept_id, name)}", f"mutant {concept_id}.{name}: {m.doc}")
+    column = control_id(concept_id, name) if control else impl_id(concept_id, name)
+    what = f"control of mutant {concept_id}.{name} (without its bug)" if control else f"mutant {concept_id}.{name}: {m.doc}"
+    out = types.ModuleType(f"inferspec_{column}", what)
     if isinstance(m, Patch):
-        source = _exec_patched(concept_id, m)
+        source = _exec_patched(concept_id, m, control)
         missing = [n for n in c.contract if not hasattr(source, n.split(".", 1)[1])]
         if missing:
             raise ValueError(f"mutant {concept_id}.{m.name}: {m.file} does not define {missing}; "
@@ -137,17 +158,18 @@ def load(concept_id: str, name: str) -> types.ModuleType:
     for n in bare:
         if hasattr(source, n):
             setattr(out, n, getattr(source, n))
-    if isinstance(m, Replace):
+    if isinstance(m, Replace) and not control:
         for n, obj in m.names.items():
             setattr(out, n, obj)
     return out
 
 
 def parse_spec(text: str) -> tuple[str, str]:
-    """``mutant:attention.causal_off_by_one`` -> ("attention", "causal_off_by_one")."""
-    body = text[len(PREFIX):]
+    """``mutant:attention.causal_off_by_one`` (or ``control:...``) -> ("attention", "causal_off_by_one")."""
+    prefix = CONTROL_PREFIX if text.startswith(CONTROL_PREFIX) else PREFIX
+    body = text[len(prefix):]
     cid, _, name = body.partition(".")
     if cid not in CONCEPTS or not name:
-        raise ValueError(f"--impl {text}: expected mutant:<concept>.<name> with a known concept "
+        raise ValueError(f"--impl {text}: expected {prefix}<concept>.<name> with a known concept "
                          f"({', '.join(CONCEPTS)})")
     return cid, name

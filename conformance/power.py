@@ -8,6 +8,15 @@ verdict is known at the first failure); the JSON reports are merged. Used by
 * ``inferspec power --seeds 1,2,3,4,5`` — the issue's bar: every mutant caught by each of five
   ``dev`` runs with different seeds, not only by the derandomized profile. It prints one row per
   mutant (the first failing test per seed) and can write them as JSON.
+
+**The control.** A mutant counts as caught for its bug only if (1) the test that failed it passes
+for its control -- ``control:<concept>.<name>``, the same construction without the bug
+(conformance/mutants.py), run the same way (in-process, like every mutant) with the same profile
+and seed -- and (2) that failure is not a harness error: a worker's death or refusal (crashed,
+exited, timed out, import failed, forbidden), an error of the harness's own machinery (isolation,
+pickling, loading). :func:`run` runs the controls after the mutants (one pytest run per group of
+concepts, each naming exactly the tests that caught its mutants) and puts them in the report's
+``"controls"``; :func:`control_verdict` reads them.
 """
 from __future__ import annotations
 
@@ -38,36 +47,123 @@ def groups(selected: list[tuple[str, object]], n: int) -> list[list[str]]:
     return [g for g in out if g]
 
 
-def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp: Path | None = None,
-        jobs: int | None = None, timeout: float = 4 * 3600) -> dict:
-    """Run the mutants (``[(concept, mutant)]``, default all) and return the merged report JSON
-    (``{"concepts": {cid: {impl_id: cell}}}``). Raises RuntimeError when a group wrote no report."""
-    selected = mutants.all_mutants() if selected is None else list(selected)
-    tmp = Path(tempfile.mkdtemp(prefix="inferspec-power-")) if tmp is None else tmp
+def _pytest_runs(runs: list[tuple[list[str], list[str]]], profile: str, seed: int | None, tmp: Path,
+                 tag: str, timeout: float) -> dict:
+    """One pytest process per ``(paths_or_nodeids, args)``, all at once; the merged report JSON."""
     env = {**os.environ, "INFERSPEC_PROFILE": profile}
     env.pop("INFERSPEC_IMPL", None)
-    jobs = jobs or max(1, min(4, os.cpu_count() or 1))
     procs = []
-    for i, group in enumerate(groups(selected, jobs)):
-        out = tmp / f"report{i}-{seed}.json"
-        cmd = [sys.executable, "-m", "pytest", str(SPEC_DIR), "-q", "-p", "no:cacheprovider",
-               f"--hypothesis-profile={profile}", "--no-report", "--first-failure-per-concept",
-               "--report-json", str(out), "--concept", ",".join(group)]
+    for i, (targets, args) in enumerate(runs):
+        out = tmp / f"{tag}{i}-{seed}.json"
+        cmd = [sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
+               f"--hypothesis-profile={profile}", "--no-report", "--report-json", str(out), *args]
         if seed is not None:
             cmd.append(f"--hypothesis-seed={seed}")
-        for cid, m in selected:
-            if cid in group:
-                cmd += ["--impl", mutants.spec(cid, m.name)]
         procs.append((out, subprocess.Popen(cmd, cwd=SPEC_DIR.parent, stdout=subprocess.PIPE,
                                             stderr=subprocess.STDOUT, text=True, env=env)))
     merged: dict = {"concepts": {}}
     for out, proc in procs:
         log, _ = proc.communicate(timeout=timeout)
         if not out.exists():
-            raise RuntimeError(f"mutant run wrote no report (exit {proc.returncode}):\n{log[-6000:]}")
+            raise RuntimeError(f"{tag} run wrote no report (exit {proc.returncode}):\n{log[-6000:]}")
         for cid, row in json.loads(out.read_text())["concepts"].items():
             merged["concepts"].setdefault(cid, {}).update(row)
     return merged
+
+
+def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp: Path | None = None,
+        jobs: int | None = None, timeout: float = 4 * 3600, control: bool = True) -> dict:
+    """Run the mutants (``[(concept, mutant)]``, default all) and return the merged report JSON
+    (``{"concepts": {cid: {impl_id: cell}}, "controls": {impl_id: cell}}``); with ``control``, then
+    each caught mutant's failing test against its control (module doc). Raises RuntimeError when a
+    group wrote no report."""
+    selected = mutants.all_mutants() if selected is None else list(selected)
+    tmp = Path(tempfile.mkdtemp(prefix="inferspec-power-")) if tmp is None else tmp
+    jobs = jobs or max(1, min(4, os.cpu_count() or 1))
+    runs = []
+    for group in groups(selected, jobs):
+        args = ["--first-failure-per-concept", "--concept", ",".join(group)]
+        for cid, m in selected:
+            if cid in group:
+                args += ["--impl", mutants.spec(cid, m.name)]
+        runs.append(([str(SPEC_DIR)], args))
+    merged = _pytest_runs(runs, profile, seed, tmp, "report", timeout)
+    merged["controls"] = _run_controls(merged, selected, profile, seed, tmp, jobs, timeout) if control else {}
+    return merged
+
+
+def control_nodeid(nodeid: str, cid: str, name: str) -> str:
+    """The mutant's failing test, parametrized with its control instead of the mutant."""
+    path, sep, params = nodeid.partition("[")
+    ids = (params[:-1] if params.endswith("]") else params).split("-")
+    mutant, ctl = mutants.impl_id(cid, name), mutants.control_id(cid, name)
+    if mutant not in ids:
+        raise ValueError(f"{nodeid}: the mutant {mutant} is not one of its parameters")
+    return f"{path}[{'-'.join(ctl if i == mutant else i for i in ids)}]"
+
+
+def _run_controls(report: dict, selected, profile, seed, tmp, jobs, timeout) -> dict:
+    """Each caught mutant's first failing test, run for its control; {mutant impl_id: control cell}."""
+    wanted = []
+    for cid, m in selected:
+        cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, m.name))
+        test = ((cell or {}).get("first_failure") or {}).get("test", "")
+        if cell is not None and cell["status"] == "failed" and "[" in test:
+            wanted.append((cid, m, control_nodeid(test, cid, m.name)))
+    if not wanted:
+        return {}
+    runs = []
+    for group in groups([(c, m) for c, m, _ in wanted], jobs):
+        args, nodeids = ["--concept", ",".join(group)], []
+        for cid, m, nodeid in wanted:
+            if cid in group:
+                args += ["--impl", mutants.control_spec(cid, m.name)]
+                nodeids.append(nodeid)
+        runs.append((nodeids, args))
+    merged = _pytest_runs(runs, profile, seed, tmp, "control", timeout)
+    out = {}
+    for cid, m, nodeid in wanted:
+        cell = merged["concepts"].get(cid, {}).get(mutants.control_id(cid, m.name))
+        out[mutants.impl_id(cid, m.name)] = dict(cell or {}, nodeid=nodeid)
+    return out
+
+
+# The harness's own machinery: a failure whose error starts with one of these is the harness's, not
+# the planted bug's (a worker's death or refusal is recognised by its verdict).
+HARNESS_ERRORS = ("conformance.isolation.", "conformance.loader.", "conformance.mutants.", "_pickle.",
+                  "pickle.", "INTERNALERROR")
+HARNESS_WORDS = ("conformance/isolation.py", "conformance/worker.py", "the judge does not",
+                 "refused to load", "<remote method")
+
+
+def harness_error(cell: dict) -> str | None:
+    """Why a failed cell's first failure is the harness's rather than the implementation's, or
+    None: the worker died or refused (a verdict), or the error comes from the harness's machinery."""
+    if cell.get("verdict_kind"):
+        return f"{cell['verdict_kind']}: {cell.get('verdict', '')}"
+    first = cell.get("first_failure") or {}
+    errors = [f.get("error", "") for f in first.get("failures") or []] or [first.get("error", "")]
+    for error in errors:
+        if error.startswith(HARNESS_ERRORS) or any(w in error for w in HARNESS_WORDS):
+            return error.splitlines()[0][:300]
+    return None
+
+
+def control_verdict(report: dict, cid: str, name: str) -> tuple[bool, str]:
+    """(the mutant's catch is its bug's, why not): its failing test passed for its control and the
+    failure is not a harness error."""
+    cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, name)) or {}
+    why = harness_error(cell)
+    if why:
+        return False, f"harness error: {why}"
+    ctl = report.get("controls", {}).get(mutants.impl_id(cid, name))
+    if ctl is None:
+        return False, "no control ran"
+    if ctl.get("status") != "passed":
+        first = ctl.get("first_failure") or {}
+        return False, (f"the control (without the bug) {ctl.get('status', 'did not run')} "
+                       f"{ctl.get('nodeid', '')}: {first.get('error', '')[:500]}")
+    return True, ctl["nodeid"]
 
 
 def verdict(report: dict, cid: str, name: str) -> tuple[bool, str]:
@@ -86,19 +182,25 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="inferspec power", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seeds", default="1,2,3,4,5", help="dev-profile seeds (default 1,2,3,4,5)")
+    p.add_argument("--profile", default="dev",
+                   help="Hypothesis profile (default dev, one run per seed); a derandomized one "
+                        "(mutants: the CI gate's) runs once and ignores --seeds")
     p.add_argument("--concept", action="append", default=[], help="only these concepts")
     p.add_argument("--json", default=None, help="write the per-mutant results here")
     p.add_argument("--jobs", type=int, default=1, help="processes per seed (default 1; the seeds run side by side)")
+    p.add_argument("--no-control", action="store_true",
+                   help="skip the controls (each caught mutant's failing test run without the bug)")
     args = p.parse_args(argv)
     wanted = {c for arg in args.concept for c in arg.split(",") if c}
     from conformance.registry import CONCEPTS
     selected = [(c, m) for c in (sorted(wanted) if wanted else CONCEPTS) for m in mutants.table(c)]
-    seeds = [int(s) for s in args.seeds.split(",") if s]
+    seeds = [int(s) for s in args.seeds.split(",") if s] if args.profile == "dev" else [None]
+    control = not args.no_control
     rows = {(c, m.name): [] for c, m in selected}
     t0 = time.monotonic()
 
-    def one(seed: int) -> dict:
-        report = run(selected, profile="dev", seed=seed, jobs=args.jobs)
+    def one(seed: int | None) -> dict:
+        report = run(selected, profile=args.profile, seed=seed, jobs=args.jobs, control=control)
         caught = sum(verdict(report, c, m.name)[0] for c, m in selected)
         print(f"seed {seed}: {caught}/{len(rows)} caught, done after {time.monotonic() - t0:.0f} s", flush=True)
         return report
@@ -109,15 +211,30 @@ def main(argv: list[str]) -> int:
         reports = list(pool.map(one, seeds))
     for report in reports:
         for c, m in selected:
-            rows[(c, m.name)].append(verdict(report, c, m.name))
-    missed = [(k, v) for k, v in rows.items() if not all(ok for ok, _ in v)]
+            caught, first = verdict(report, c, m.name)
+            sound, why = control_verdict(report, c, m.name) if caught and control else (True, "")
+            rows[(c, m.name)].append((caught, sound, first, why))
+    missed = [k for k, v in rows.items() if not all(ok for ok, _, _, _ in v)]
+    unsound = [k for k, v in rows.items() if not all(sound for ok, sound, _, _ in v if ok)]
     for (c, name), v in rows.items():
-        marks = " ".join("F" if ok else "-" for ok, _ in v)
-        print(f"{c}.{name:<40} {marks}   {v[0][1]}")
+        marks = " ".join(("F" if sound else "?") if ok else "-" for ok, sound, _, _ in v)
+        print(f"{c}.{name:<40} {marks}   {v[0][2]}")
+        for ok, sound, _, why in v:
+            if ok and not sound:
+                print(f"    NOT BY ITS BUG: {why}")
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"seeds": seeds, "mutants": [{"concept": c, "mutant": n, "caught": [ok for ok, _ in v],
-                                          "first_failure": [w for _, w in v]}
-                                         for (c, n), v in rows.items()]}, indent=1))
+            {"seeds": seeds, "profile": args.profile,
+             "mutants": [{"concept": c, "mutant": n, "caught": [ok for ok, _, _, _ in v],
+                          "first_failure": [w for _, _, w, _ in v],
+                          "control_passed": [sound for _, sound, _, _ in v] if control else None,
+                          "control": [why for _, _, _, why in v] if control else None}
+                         for (c, n), v in rows.items()]}, indent=1))
     print(f"{len(rows) - len(missed)}/{len(rows)} mutants caught on every seed")
-    return 1 if missed else 0
+    if control:
+        checked = sum(ok for v in rows.values() for ok, _, _, _ in v)
+        passed = sum(ok and sound for v in rows.values() for ok, sound, _, _ in v)
+        harness = sum(1 for v in rows.values() for ok, sound, _, why in v if ok and why.startswith("harness error"))
+        print(f"controls: {passed}/{checked} catches confirmed (the failing test passes without the bug); "
+              f"{harness} failures were harness errors; {len(unsound)} mutants caught for another reason")
+    return 1 if missed or unsound else 0

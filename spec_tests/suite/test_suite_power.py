@@ -1,7 +1,10 @@
 """The suite's own power: every planted bug of every concept's ``spec_tests/X/mutants.py`` must be
 caught by its own concept, in one pytest run over all mutants (derandomized, profile
-``mutants``), and every concept must have at least three. The full run happens in CI (``ci``
-profile), ``thorough`` and with ``--run-slow``; the default ``dev`` loop skips it."""
+``mutants``), and every concept must have at least three. Each catch must be the bug's: the test
+that failed the mutant passes for its control (the same construction without the bug, run the
+same way) and the failure is not a harness error (conformance/power.py). The full run happens in
+CI (``ci`` profile), ``thorough`` and with ``--run-slow``; the default ``dev`` loop skips it and
+runs one mutant's control end to end instead."""
 from __future__ import annotations
 
 import pytest
@@ -39,6 +42,47 @@ def test_mutant_is_caught(mutant_report, cid, mutant):
     assert cell["status"] == "failed", (
         f"{column} (planted in {cid}: {mutant.doc}) was NOT caught: {cell['passed']} tests passed, "
         f"not implemented {cell['not_implemented']}")
+
+
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("cid,mutant", ALL, ids=[mutants.impl_id(c, m.name) for c, m in ALL])
+def test_mutant_is_caught_by_its_bug(mutant_report, cid, mutant):
+    """The control: the test that caught the mutant passes for the same construction without the
+    bug (``control:<concept>.<name>``), and the mutant's failure is not a harness error."""
+    column = mutants.impl_id(cid, mutant.name)
+    cell = mutant_report["concepts"].get(cid, {}).get(column)
+    if cell is None or cell["status"] != "failed":
+        pytest.skip("not caught (test_mutant_is_caught reports it)")
+    ok, why = power.control_verdict(mutant_report, cid, mutant.name)
+    assert ok, f"{column} (planted in {cid}: {mutant.doc}) was caught, but not by its bug: {why}"
+
+
+def test_a_control_runs_end_to_end(tmp_path):
+    """One mutant through the real machinery (in every run): it is caught, its failing test is run
+    for its control, which passes; a failed control, a control that did not run and a harness
+    error are each reported."""
+    m = next(m for m in mutants.table("kv_bytes"))
+    report = power.run([("kv_bytes", m)], profile="mutants", tmp=tmp_path, jobs=1)
+    assert power.verdict(report, "kv_bytes", m.name)[0], report
+    ok, where = power.control_verdict(report, "kv_bytes", m.name)
+    assert ok and mutants.control_id("kv_bytes", m.name) in where, where
+    failed = {**report, "controls": {k: {**v, "status": "failed"} for k, v in report["controls"].items()}}
+    ok, why = power.control_verdict(failed, "kv_bytes", m.name)
+    assert not ok and why.startswith("the control (without the bug) failed"), why
+    assert power.control_verdict({**report, "controls": {}}, "kv_bytes", m.name) == (False, "no control ran")
+    column = mutants.impl_id("kv_bytes", m.name)
+    died = {**report, "concepts": {"kv_bytes": {column: {**report["concepts"]["kv_bytes"][column],
+                                                         "verdict_kind": "crashed", "verdict": "crashed (signal 11)"}}}}
+    assert power.control_verdict(died, "kv_bytes", m.name)[1].startswith("harness error: crashed")
+    proxy = {"first_failure": {"error": "conformance.isolation.ProtocolError: unknown handle 7"}}
+    assert power.harness_error(proxy).startswith("conformance.isolation.ProtocolError")
+    assert power.harness_error({"first_failure": {"error": "AssertionError: wrong tokens"}}) is None
+
+
+def test_control_nodeid_swaps_only_the_mutant_parameter():
+    nodeid = "spec_tests/x/test_x.py::test_y[attention__top_left_causal-p in (0-1]]"
+    assert power.control_nodeid(nodeid, "attention", "top_left_causal") == \
+        "spec_tests/x/test_x.py::test_y[attention__top_left_causal__unmutated-p in (0-1]]"
 
 
 @pytest.mark.parametrize("cid", list(CONCEPTS))
