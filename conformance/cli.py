@@ -29,7 +29,11 @@ import tempfile
 from pathlib import Path
 
 import conformance
+from conformance import profiles
 
+# the bundled check (no implementation named) uses a lighter profile: the same properties with
+# fewer generated examples; `--profile dev` (or ci, thorough) asks for more
+BUNDLED_CHECK_PROFILE = "quick"
 PACKAGE_ROOT = Path(conformance.__file__).resolve().parent.parent
 SPEC_DIR = PACKAGE_ROOT / "spec_tests"
 
@@ -65,24 +69,67 @@ def _pytest_args(args) -> list[str]:
     return out + list(args.pytest_args)
 
 
-def cmd_check(args) -> int:
-    import pytest
+def _jobs(args) -> int:
+    """Test processes for ``check``: ``--jobs`` if given, else one per CPU (at most 8) when
+    pytest-xdist is installed, else 1. Never with --in-process or when pytest's own -n is passed."""
+    if args.in_process or any(a in ("-n", "--numprocesses", "-p no:xdist") or a.startswith(("-n", "--numprocesses="))
+                              for a in args.pytest_args):
+        return 1
+    if getattr(args, "jobs", None) is not None:
+        return max(1, args.jobs)
+    try:
+        import xdist  # noqa: F401
+    except ImportError:
+        return 1
+    return max(1, min(8, os.cpu_count() or 1))
 
-    report_path = args.report_json or os.path.join(tempfile.mkdtemp(prefix="inferspec-"), "report.json")
-    argv = _pytest_args(args) + ["--report-json", report_path]
-    if not args.impl:
-        print("inferspec check: the bundled implementations (reference, optimized) against the spec")
-    code = pytest.main(argv)
-    if not Path(report_path).exists():
-        print(f"inferspec check: pytest exited {int(code)} before any report was written", file=sys.stderr)
-        return int(code) or 2
-    if code == 5:
-        print("inferspec check: no test was collected (unknown --concept?)", file=sys.stderr)
-        return 5
-    report = json.loads(Path(report_path).read_text())
-    if code not in (0, 1, 5):  # interrupted, internal or usage error
-        return int(code)
-    return 0 if report["ok"] else 1
+
+def cmd_check(args) -> int:
+    import contextlib
+
+    import pytest
+    from rich.console import Console
+
+    from conformance import progress, report
+    from conformance.plugin import RESULTS
+
+    workdir = Path(tempfile.mkdtemp(prefix="inferspec-"))
+    report_path = args.report_json or str(workdir / "report.json")
+    if args.profile is None and not args.impl:
+        args.profile = BUNDLED_CHECK_PROFILE
+    argv = _pytest_args(args) + ["--report-json", report_path, "--no-report"]
+    jobs = _jobs(args)
+    if jobs > 1:
+        argv += ["-n", str(jobs)]
+    what = "the bundled implementations (reference, optimized)" if not args.impl else ", ".join(args.impl)
+    print(f"inferspec check: {what} against the spec (profile {args.profile or profiles.default_profile()}, "
+          f"{jobs} process{'es' if jobs > 1 else ''})", flush=True)
+    log_path = workdir / "pytest.log"
+    # the live display draws on a duplicate of the terminal's descriptor: pytest's fd-level output
+    # capture (active while a test runs) redirects fd 1, never this one
+    term = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    console = Console(file=term, force_terminal=sys.stdout.isatty() or None, highlight=False)
+    live = progress.ProgressPlugin(console)
+    try:
+        with open(log_path, "w") as log, contextlib.redirect_stdout(log):
+            code = pytest.main(argv, plugins=[live])
+    finally:
+        live.stop()
+        term.close()
+    code = int(code)
+    if not Path(report_path).exists() or code not in (0, 1):
+        tail = log_path.read_text(errors="replace").splitlines()[-40:]
+        print("\n".join(tail), file=sys.stderr)
+        if code == 5:
+            print("inferspec check: no test was collected (unknown --concept?)", file=sys.stderr)
+        elif not Path(report_path).exists():
+            print(f"inferspec check: pytest exited {code} before any report was written", file=sys.stderr)
+        return code or 2
+    results = live.config.stash.get(RESULTS, None) if live.config is not None else None
+    if results is not None and not args.no_table:
+        report.print_table(results)
+    print(f"{live.summary()} (pytest's log: {log_path})")
+    return 0 if json.loads(Path(report_path).read_text())["ok"] else 1
 
 
 # ------------------------------------------------------------------------------- grade
@@ -331,8 +378,8 @@ def cmd_pins(args) -> int:
 
 def _common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concept", action="append", default=[], help="only these concepts")
-    p.add_argument("--profile", choices=["dev", "ci", "thorough"], default=None,
-                   help="Hypothesis profile (default: dev, or ci when CI=true)")
+    p.add_argument("--profile", choices=["quick", "dev", "ci", "thorough"], default=None,
+                   help="Hypothesis profile (default: dev, or ci when CI=true; the bundled check: quick)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="seconds one test may take (default 300); a submission's call past it is "
                         "killed: its cell is 'timed out after S s'")
@@ -353,6 +400,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--in-process", action="store_true",
                    help="run submissions in pytest's own process (for a debugger; a crash ends the run)")
     c.add_argument("--no-table", action="store_true", help="do not print the table (JSON only)")
+    c.add_argument("--jobs", "-j", type=int, default=None,
+                   help="test processes (pytest-xdist; default: one per CPU, at most 8; 1 = in one process)")
     c.epilog = "Arguments after `--` are passed to pytest unchanged."
     c.set_defaults(func=cmd_check)
     g = sub.add_parser("grade", help="check many submissions and print one table (submission x concept)",
@@ -383,6 +432,8 @@ def build_parser() -> argparse.ArgumentParser:
     pn.set_defaults(func=cmd_pins)
     sub.add_parser("power", help="run every mutant under dev-profile seeds; each must be caught on every "
                                  "seed (inferspec power --help)", add_help=False)
+    sub.add_parser("flakes", help="run the spec and the bundled tests under fresh random dev seeds; every "
+                                  "run must pass (inferspec flakes --help)", add_help=False)
     return p
 
 
@@ -395,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["power"]:
         from conformance import power
         return power.main(argv[1:])
+    if argv[:1] == ["flakes"]:
+        from conformance import flakes
+        return flakes.main(argv[1:])
     args = build_parser().parse_args(argv)
     args.pytest_args = extra
     return args.func(args)

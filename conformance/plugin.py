@@ -308,7 +308,9 @@ class _Session:
             items[:] = keep
         cuda = _cuda_available()
         from hypothesis import settings
-        slow_ok = config.getoption("run_slow") or settings.get_current_profile_name() == "thorough"
+        profile = settings.get_current_profile_name()
+        slow_ok = config.getoption("run_slow") or profile == "thorough"
+        heavy_ok = slow_ok or profile == "ci"
         default_timeout = _configured_timeout(config)
         for it in items:
             marker = it.get_closest_marker("timeout")
@@ -323,6 +325,9 @@ class _Session:
                 it.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (none here); runs natively on the H200"))
             if "slow" in it.keywords and not slow_ok:
                 it.add_marker(pytest.mark.skip(reason="slow: use --run-slow or --hypothesis-profile=thorough"))
+            elif "heavy" in it.keywords and not heavy_ok:
+                it.add_marker(pytest.mark.skip(reason="heavy: runs in CI (CI=true), with --run-slow or "
+                                                      "--hypothesis-profile=thorough"))
 
     def _reproduce(self, item: pytest.Item, impl: Implementation | None) -> str:
         """A command that reruns this test from any folder: absolute paths, the repository as

@@ -1,6 +1,8 @@
 """Hypothesis profiles, registered in one place.
 
-dev       the default: quick, random, for the edit-run loop.
+dev       the default: random, for the edit-run loop (25 examples per property).
+quick     ``inferspec check`` of the bundled implementations: dev with 10 examples per property
+          (the main command stays quick on a 2-core machine; ``--profile dev`` asks for more).
 ci        chosen automatically when CI=true: derandomized (a fixed sequence of examples, so a red
           CI is reproducible), more examples.
 thorough  nightly scale; also enables the cases marked ``slow``.
@@ -24,6 +26,7 @@ _common = dict(
 )
 
 settings.register_profile("dev", max_examples=25, **_common)
+settings.register_profile("quick", max_examples=10, **_common)
 settings.register_profile("ci", max_examples=40, derandomize=True, **_common)
 settings.register_profile("thorough", max_examples=500, **_common)
 settings.register_profile("mutants", max_examples=25, derandomize=True, report_multiple_bugs=False,
@@ -33,7 +36,7 @@ settings.register_profile("mutants", max_examples=25, derandomize=True, report_m
 settings.register_profile("pins", max_examples=1, report_multiple_bugs=False, phases=(Phase.explicit,),
                           database=None, **_common)
 
-PROFILES = ("dev", "ci", "thorough", "mutants", "pins")
+PROFILES = ("dev", "quick", "ci", "thorough", "mutants", "pins")
 
 
 def default_profile() -> str:
