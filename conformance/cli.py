@@ -99,8 +99,8 @@ def cmd_check(args) -> int:
         args.profile = BUNDLED_CHECK_PROFILE
     argv = _pytest_args(args) + ["--report-json", report_path, "--no-report"]
     jobs = _jobs(args)
-    if jobs > 1:
-        argv += ["-n", str(jobs)]
+    if jobs > 1:  # the spec has no expensive module fixtures: spread single tests, not files
+        argv += ["-n", str(jobs), "--dist", "load"]
     what = "the bundled implementations (reference, optimized)" if not args.impl else ", ".join(args.impl)
     print(f"inferspec check: {what} against the spec (profile {args.profile or profiles.default_profile()}, "
           f"{jobs} process{'es' if jobs > 1 else ''})", flush=True)
