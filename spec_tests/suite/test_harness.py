@@ -149,6 +149,7 @@ def test_output_of_the_wrong_kind_is_named_before_any_comparison():
 
 
 # --- template, CLI, report, timeout ----------------------------------------------------------
+@pytest.mark.heavy
 def test_the_full_template_imports_and_checks_as_not_implemented(tmp_path):
     """`inferspec new` for every concept writes a file that imports, and `inferspec check` on it
     (every concept) fails nothing: each concept is "not implemented (stubbed)", or "partial" where
@@ -214,6 +215,7 @@ def test_failure_record_reads_hypothesis_notes_and_unwraps_groups():
     assert "2 distinct failures" in rec["error"]
 
 
+@pytest.mark.heavy
 def test_new_then_check_reports_not_implemented_and_passes_filled_function(tmp_path):
     path = tmp_path / "student.py"
     r = _run(["-m", "conformance", "new", str(path), "--concepts", "kv_bytes,attention"])
@@ -240,6 +242,7 @@ def test_new_then_check_reports_not_implemented_and_passes_filled_function(tmp_p
     assert "per-concept verdict" in r.stdout
 
 
+@pytest.mark.heavy
 def test_check_exits_nonzero_for_a_bug_and_list_works():
     r = _run(["-m", "conformance", "check", "mutant:kv_bytes.missing_factor_two", "--concept", "kv_bytes"])
     assert r.returncode == 1, r.stdout[-2000:]

@@ -91,6 +91,7 @@ MUTANTS = [
 '''
 
 
+@pytest.mark.heavy
 def test_adding_a_concept_touches_only_its_own_files(tmp_path):
     """The contributing checklist, executed in a copy of the repository: each missing piece is
     named; with reference/X.py, spec_tests/X/, docs/X.md (+ the generated blocks) it runs."""
@@ -129,6 +130,7 @@ def test_adding_a_concept_touches_only_its_own_files(tmp_path):
     ('def test_x(impl):\n    impl.get("attention.attention")\n',
      "a test of concept 'kv_bytes' asks the implementation for 'attention.attention'"),
 ])
+@pytest.mark.heavy
 def test_probe_tests_that_disagree_stop_the_run(tmp_path, body, expected):
     repo = _copy_repo(tmp_path)
     target = repo / "spec_tests" / ("kv_bytes" if "no_such_concept" not in body else "suite") / "test_probe.py"
