@@ -3,7 +3,7 @@
 Times reference.generate.generate (prefill + cached decode) against generate_uncached (the whole
 sequence recomputed every step) on one model, alternately in one process, best of ``--repeats``,
 and prints cached/uncached time and the speedup per output length. Both loops are greedy and must
-produce the same tokens (checked).
+produce the same tokens (checked; up to a genuine float32 near-tie: check_same_greedy).
 
 Expected shape: for N new tokens after a P-token prompt the uncached loop processes
 sum_{t<N} (P + t) = N P + N(N-1)/2 token-positions, the cached one P + N - 1, so the speedup grows
@@ -49,11 +49,31 @@ def time_pair(model, prompt, new_tokens: int, repeats: int = 3) -> tuple[float, 
     for _ in range(repeats):
         for name, fn in (("cached", generate), ("uncached", generate_uncached)):
             t0 = time.perf_counter()
-            out[name], _ = fn(model, prompt, new_tokens)
+            out[name] = fn(model, prompt, new_tokens)
             best[name] = min(best[name], time.perf_counter() - t0)
-    if not torch.equal(out["cached"], out["uncached"]):
-        raise AssertionError(f"cached and uncached greedy tokens differ at {new_tokens} new tokens")
+    check_same_greedy(*out["cached"], out["uncached"][0])
     return best["cached"], best["uncached"]
+
+
+NEAR_TIE = 2e-5   # relative; the two loops' float32 logits of a step differ by ~3.5e-6 (of ~4.2) here
+
+
+def check_same_greedy(tokens, logits, other) -> None:
+    """Cached and uncached greedy tokens are equal up to their first divergence, which may only be
+    a genuine near-tie: the two chosen tokens' logits within NEAR_TIE x (1 + max |logit|) of each
+    other. The loops compute a step's logits in other shapes (a one-token decode vs the whole
+    sequence), so BLAS and ATen round them differently, by the CPU's instruction set too."""
+    differ = (tokens != other).any(dim=0).nonzero()
+    if not differ.numel():
+        return
+    step = int(differ[0])
+    for row in (tokens[:, step] != other[:, step]).nonzero()[:, 0].tolist():
+        lg = logits[row, step].double()
+        gap = abs(float(lg[tokens[row, step]] - lg[other[row, step]]))
+        if gap > NEAR_TIE * (1 + float(lg.abs().max())):
+            raise AssertionError(f"cached and uncached greedy tokens differ at step {step} (row {row}), "
+                                 f"logit gap {gap:.3e}: not a near-tie")
+    print(f"cached and uncached greedy tokens part at step {step}, a genuine near-tie")
 
 
 def main(argv=None) -> int:
