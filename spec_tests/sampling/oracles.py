@@ -160,3 +160,36 @@ def _straddles(x, keep, finite, err, why):
     b = torch.where(dropped, x, torch.full_like(x, -math.inf)).argmax()
     gap = float(x[a] - x[b])
     return why if 0 < gap <= float(err[a] + err[b]) else None
+
+
+def step_clearance(vocab: int) -> float:
+    """How far a uniform must be from every step of the float64 oracle CDF for its inverse-CDF
+    token to be decided: 1e-6 plus a bound on float32 cumsum rounding over ``vocab`` terms
+    (4 sqrt(vocab) ulps of 1)."""
+    return 1e-6 + 4 * math.sqrt(vocab) * 2.0 ** -24
+
+
+def assert_clear_of_rounding(logits: torch.Tensor, params, uniforms: torch.Tensor | None = None) -> None:
+    """For a FIXED-input comparison of two samplers whose float32 arithmetic differs (another exp,
+    another summation order: their bits change with the code and with the CPU's vector width):
+    every decision of every row is clear of rounding (the oracle says no row is ambiguous) and,
+    given ``uniforms``, each is clear of every step of the oracle's CDF. Then the two samplers must
+    agree exactly, on any CPU. ``params``: a SamplingParams of the four filters with scalar or
+    per-row list fields (no penalties or bias)."""
+    b, vocab = logits.shape
+    fields = {}
+    for name in ("temperature", "top_k", "top_p", "min_p"):
+        value = getattr(params, name)
+        values = list(value) if isinstance(value, (list, tuple)) else [value] * b
+        fields[name] = tuple(int(v) if name == "top_k" else float(v) for v in values)
+    assert params.logit_bias is None and (params.repetition_penalty, params.presence_penalty,
+                                          params.frequency_penalty) == (1.0, 0.0, 0.0), "filters only"
+    case = SamplingCase(b, vocab, "float32", 0, kind="explicit",
+                        values=tuple(logits.detach().cpu().double().flatten().tolist()), **fields)
+    oracle = sampling_oracle(case)
+    assert oracle.ambiguous is None, f"fixed inputs not clear of rounding: {oracle.ambiguous}"
+    if uniforms is not None:
+        u = uniforms.detach().cpu().double()
+        near = (oracle.probs.cumsum(dim=1) - u[:, None]).abs().min(dim=1).values
+        rows = (near <= step_clearance(vocab)).nonzero().flatten().tolist()
+        assert not rows, f"fixed uniforms within rounding of a CDF step in rows {rows}"
