@@ -97,13 +97,27 @@ class _Guard(importlib.abc.MetaPathFinder):
     def __init__(self, allowed: dict[str, list[str]]):
         for name in allowed:
             importlib.import_module(name)
-        self.real = {n: m for n, m in sys.modules.items() if n.partition(".")[0] in GUARDED_ROOTS}
+        self.allowed = allowed
+        self.real: dict[str, types.ModuleType] = {}
         self.stubs: dict[str, types.ModuleType] = {}
-        for name, module in self.real.items():
+        self._seen = -1
+        self.refresh()
+        self.active = False
+        sys.meta_path.insert(0, self)
+
+    def refresh(self) -> None:
+        """Stub every guarded module not stubbed yet: those imported since by the judge's side of
+        this process (a class unpickled from a spec_tests module, a judge's function run here by
+        ``call_in_process``), so that the submission cannot reach them either."""
+        if len(sys.modules) == self._seen:
+            return
+        new = {n: m for n, m in list(sys.modules.items())
+               if n.partition(".")[0] in GUARDED_ROOTS and n not in self.real and not isinstance(m, _ForbiddenModule)}
+        for name, module in new.items():
             stub = _ForbiddenModule(name, getattr(module, "__doc__", None))
             if hasattr(module, "__path__"):
                 stub.__path__ = []
-            for attr in allowed.get(name, ()):
+            for attr in self.allowed.get(name, ()):
                 if hasattr(module, attr):
                     setattr(stub, attr, getattr(module, attr))
             for attr, value in list(vars(module).items()):
@@ -114,13 +128,12 @@ class _Guard(importlib.abc.MetaPathFinder):
                         setattr(stub, attr, value)
                 elif _plain_constant(value):
                     setattr(stub, attr, value)
-            self.stubs[name] = stub
-        for name, stub in self.stubs.items():  # packages hold their stub submodules
+            self.real[name], self.stubs[name] = module, stub
+        for name in new:  # packages hold their stub submodules
             parent, _, child = name.rpartition(".")
             if parent in self.stubs:
-                setattr(self.stubs[parent], child, stub)
-        self.active = False
-        sys.meta_path.insert(0, self)
+                setattr(self.stubs[parent], child, self.stubs[name])
+        self._seen = len(sys.modules)
 
     def find_spec(self, fullname, path=None, target=None):
         if self.active and fullname.partition(".")[0] in GUARDED_ROOTS:
@@ -130,6 +143,7 @@ class _Guard(importlib.abc.MetaPathFinder):
     def enter(self) -> bool:
         was = self.active
         if not was:
+            self.refresh()
             sys.modules.update(self.stubs)
             self.active = True
         return was
@@ -151,6 +165,7 @@ class _Guard(importlib.abc.MetaPathFinder):
 
             def __exit__(self, *exc):
                 if self.was:
+                    guard.refresh()
                     sys.modules.update(guard.stubs)
                     guard.active = True
                 return False

@@ -334,6 +334,37 @@ def test_call_in_process_runs_where_the_submission_runs(tmp_path):
     impl.submission.close()
 
 
+REACHES_THROUGH_THE_TESTS = '''
+import contextlib
+
+
+def invariant_mode():
+    return contextlib.nullcontext()
+
+
+def matmul(a, b):                         # the reference's model, through a module of the tests
+    import spec_tests.batch_invariant.under_mode as tests
+    return tests.Transformer
+'''
+
+
+def test_modules_the_judge_imports_in_a_worker_stay_forbidden(tmp_path):
+    """Under --forbid-reference, a module of spec_tests/ or reference/ that the judge's side of a
+    worker imported after the guard was set up (here by ``call_in_process``) is guarded too: the
+    submission cannot reach the reference through it."""
+    import torch
+
+    from spec_tests.batch_invariant import under_mode
+    path = tmp_path / "reach.py"
+    path.write_text(REACHES_THROUGH_THE_TESTS)
+    impl = load_implementation(str(path), options=isolation.Options(forbid_reference=True))
+    x = torch.randn(9, 40)
+    impl.call_in_process(under_mode.routes_and_restores, x, torch.randn(24, 40), torch.randn(24))
+    with pytest.raises(isolation.SubmissionDied, match="forbidden: imports spec_tests.batch_invariant.under_mode"):
+        impl.get("batch_invariant.matmul")(x, x)
+    impl.submission.close()
+
+
 # The tests that isolation broke for a correct submission (issue 19): a draft built from a target
 # proxied into the worker, invariant_mode() across the process boundary, weights loaded into a model
 # that lived on the other side. Run by default, both ways; the sweep below runs every test.
