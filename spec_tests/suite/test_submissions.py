@@ -395,7 +395,7 @@ def sweep(tmp_path_factory, request) -> dict:
     """Every concept, the derandomized ``mutants`` profile (25 examples, no shrinking): the
     reference re-exported from a file per concept in the default isolated mode (one pytest run per
     concept), and the vendored copy of the reference under --forbid-reference (one run per half of
-    the concepts); two runs at a time. About 6 minutes of a 2-core machine, so like the power run it
+    the concepts); two runs at a time. About 2.5 minutes of a 2-core machine, so like the power run it
     runs under the ``ci`` and ``thorough`` profiles and with --run-slow; the ``dev`` loop skips it
     (the quick sample above runs there)."""
     from hypothesis import settings
