@@ -5,6 +5,9 @@
   the only mode on a CUDA machine), and nothing else of the reference may.
 * A submission that imports a reference module for a helper (``from reference import paged``) is
   checked on its own names, never on the reference module's.
+* A class a submission re-exports from the reference lives in the submission's process;
+  ``impl.call_in_process`` runs a test's torch calls where the submission runs (for
+  ``invariant_mode()``); modules the judge imports into a worker stay behind the import guard.
 * The reference re-exported from a file (``from reference.X import *``), submitted with ``--impl``
   in the default (isolated) mode, passes every concept; so does a copy of the reference's source
   that imports only the declared vocabulary, under ``--forbid-reference``. The full sweep (every
