@@ -28,18 +28,23 @@ def apply() -> None:
 def fixed_order_dot(a: np.ndarray, b: np.ndarray, d: np.ndarray) -> np.ndarray:
     """``d + a @ b`` over the last two axes, every element summed in ONE order: the products
     ``a[..., i, k] * b[..., k, j]`` (inputs cast to ``d``'s dtype first, each product rounded
-    once), then added to the accumulator left to right, ``((d + p_0) + p_1) + ... + p_{K-1}``,
-    rounding to ``d``'s dtype after each addition. Only elementwise numpy multiplies and adds
+    once) added left to right starting from the first, ``((p_0 + p_1) + p_2) + ... + p_{K-1}``,
+    then that partial added to the accumulator ``d`` -- the order of the reference's
+    ``fixed_order_sum`` for one block of K terms, and the shape of a tensor core's work (a tile's
+    k-group summed, then added to the accumulator). Only elementwise numpy multiplies and adds
     (IEEE, correctly rounded, identical bits on every CPU and SIMD width): element (i, j) goes
     through the same roundings whatever M and N are, whatever i is, and whichever BLAS numpy
-    loaded. Starting from ``d`` also makes a K loop of dots in BLOCK_K steps give the bits of one
-    dot over the whole K, whatever BLOCK_K."""
-    acc = np.array(d, copy=True)
-    a = a.astype(acc.dtype, copy=False)
-    b = b.astype(acc.dtype, copy=False)
-    for k in range(a.shape[-1]):
-        acc += a[..., :, k:k + 1] * b[..., k:k + 1, :]
-    return acc
+    loaded. A kernel's K loop in BLOCK_K steps therefore has bits that depend on BLOCK_K, as on a
+    GPU: a block size chosen from the batch stays visible on the CPU."""
+    dtype = np.asarray(d).dtype
+    a = a.astype(dtype, copy=False)
+    b = b.astype(dtype, copy=False)
+    if a.shape[-1] == 0:
+        return np.array(d, copy=True)
+    part = a[..., :, 0:1] * b[..., 0:1, :]
+    for k in range(1, a.shape[-1]):
+        part += a[..., :, k:k + 1] * b[..., k:k + 1, :]
+    return d + part
 
 
 def _patch_interpreter_dot() -> None:
