@@ -111,6 +111,7 @@ def _cell(data, concept, impl):
     return data["concepts"][concept][impl]
 
 
+@pytest.mark.heavy
 def test_the_report_survives_every_hostile_submission(hostile_run):
     """Two submissions or eleven, one crashing or five: the run ends, pytest exits 1 (not 3), the
     table and the JSON are written, the reference and every correct kv_bytes cell pass."""
@@ -131,6 +132,7 @@ def test_the_report_survives_every_hostile_submission(hostile_run):
     ("syntax", "import failed", "import failed: SyntaxError"),
     ("raises", "import failed", "import failed: RuntimeError: boom at import"),
 ])
+@pytest.mark.heavy
 def test_an_error_at_import_is_the_verdict_of_every_concept(hostile_run, name, status, words):
     _, data, _ = hostile_run
     for concept in ("kv_bytes", "attention"):
@@ -143,6 +145,7 @@ def test_an_error_at_import_is_the_verdict_of_every_concept(hostile_run, name, s
     ("exits", "exited", "exited (1)"),
     ("segv", "crashed", "crashed (signal 11)"),
 ])
+@pytest.mark.heavy
 def test_a_dying_worker_costs_exactly_its_cell(hostile_run, name, status, verdict):
     """A hang inside a Hypothesis @given test ends at --timeout; os._exit and a segfault are named;
     the cell's later tests are not run (and not restarted), its kv_bytes cell passed."""
@@ -154,6 +157,7 @@ def test_a_dying_worker_costs_exactly_its_cell(hostile_run, name, status, verdic
     assert verdict in cell["text"]
 
 
+@pytest.mark.heavy
 def test_global_state_and_patches_stay_in_the_submissions_process(hostile_run):
     """set_default_dtype, seeds, threads, replacing reference.attention.attention, patching
     conformance.report: none of it reaches the reference column or the verdict."""
@@ -164,6 +168,7 @@ def test_global_state_and_patches_stay_in_the_submissions_process(hostile_run):
     assert _cell(data, "attention", "patchreport")["status"] == "failed"    # and ok is False, exit 1
 
 
+@pytest.mark.heavy
 def test_printing_10_mb_per_call_costs_nothing(hostile_run):
     r, data, _ = hostile_run
     cell = _cell(data, "attention", "prints")
@@ -172,6 +177,7 @@ def test_printing_10_mb_per_call_costs_nothing(hostile_run):
     assert len(r.stdout) < 2_000_000, len(r.stdout)
 
 
+@pytest.mark.heavy
 def test_a_meta_tensor_is_a_wrong_device(hostile_run):
     _, data, _ = hostile_run
     error = _cell(data, "attention", "meta")["first_failure"]["error"]
@@ -298,6 +304,7 @@ def test_autograd_runs_through_the_boundary(mechanics):
     assert torch.allclose(q.grad, k.detach()) and torch.allclose(k.grad, q.detach())
 
 
+@pytest.mark.heavy
 def test_memory_limit_is_a_clear_verdict(tmp_path):
     """--memory GB caps each worker's address space: allocating past it is "out of memory" for that
     cell; the next call of the cell raises the same verdict at once (nothing is restarted)."""
@@ -317,6 +324,7 @@ def test_memory_limit_is_a_clear_verdict(tmp_path):
 
 
 # --- the report never loses the counterexample ----------------------------------------------------
+@pytest.mark.heavy
 def test_the_report_shows_hypothesis_examples_and_a_reproduce_command_that_works_anywhere(hostile_run, tmp_path):
     """With the installed Hypothesis (pinned in pyproject), both distinct failures of an exception
     group are listed with their examples; the reproduce line is one line of absolute paths and,
@@ -337,6 +345,7 @@ def test_the_report_shows_hypothesis_examples_and_a_reproduce_command_that_works
 
 
 # --- --forbid-reference and pytest-xdist ------------------------------------------------------------
+@pytest.mark.heavy
 def test_forbid_reference_under_xdist_builds_the_table(tmp_path):
     """--forbid-reference: importing the reference's behaviour is the cell's verdict; the
     vocabulary (SamplingParams, StopParams, ModelConfig) may be imported. Run with -n 2: the
@@ -358,6 +367,7 @@ def test_forbid_reference_under_xdist_builds_the_table(tmp_path):
 
 
 # --- inferspec grade ---------------------------------------------------------------------------------
+@pytest.mark.heavy
 def test_grade_a_folder_of_good_crashing_and_hanging_submissions(tmp_path):
     folder = tmp_path / "class"
     folder.mkdir()

@@ -87,6 +87,7 @@ WITH_VOCABULARY = [c for c in CONCEPTS if CONCEPTS[c].vocabulary]
 
 @pytest.mark.parametrize("mode", ["fork", "spawn"])
 @pytest.mark.parametrize("cid", WITH_VOCABULARY)
+@pytest.mark.heavy
 def test_vocabulary_imports_under_forbid_reference(vocabulary_probes, mode, cid):
     """``from reference.<cid> import <its vocabulary>`` is allowed (the cell is "not implemented",
     nothing forbidden), with forked and with spawned workers; a behaviour name of the same module
@@ -376,6 +377,7 @@ SAMPLE = {"drafts": "test_draft_is_the_targets_first_layers or test_greedy_with_
           "model": "test_save_load_roundtrip"}
 
 
+@pytest.mark.heavy
 def test_a_sample_of_reexported_and_vendored_submissions_passes(tmp_path):
     """The quick sample (default run, explicit examples only): the reference re-exported from a file
     in the default isolated mode, and the vendored copy under --forbid-reference, pass the tests

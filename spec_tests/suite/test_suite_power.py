@@ -57,6 +57,7 @@ def test_mutant_is_caught_by_its_bug(mutant_report, cid, mutant):
     assert ok, f"{column} (planted in {cid}: {mutant.doc}) was caught, but not by its bug: {why}"
 
 
+@pytest.mark.heavy
 def test_a_control_runs_end_to_end(tmp_path):
     """One mutant through the real machinery (in every run): it is caught, its failing test is run
     for its control, which passes; a failed control, a control that did not run and a harness
