@@ -110,6 +110,7 @@ def test_host_descriptor_falls_back(device):
     assert fa._host_desc(x[:, :, :0], 32, 32) is None                      # empty: TMA needs dims > 0
 
 
+@pytest.mark.heavy
 def test_host_descriptor_kernel_compiles_for_sm90():
     """_fwd_kernel_host (grid and persistent, 4-D bf16 descriptors, the GQA shapes' tile) compiles
     for an H100/H200 (sm_90) without a GPU, and uses the shared memory fwd_shared_bytes says (the

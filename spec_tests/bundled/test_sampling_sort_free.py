@@ -63,10 +63,19 @@ PARAMS = dict(temperature=[0.7, 1.0, 1.3, 0.5, 2.0, 1e-6], top_k=[5, 0, 50, 3, 1
               top_p=[0.9, 0.5, 1.0, 0.8, 0.95, 0.3], min_p=[0.0, 0.0, 0.1, 0.0, 0.3, 0.05])
 
 
-@pytest.mark.parametrize("vocab,kind", [(7, "ints"), (300, "randn"), (300, "ints"), (300, "neginf"),
-                                        (300, "tiny"), (300, "wide"),
-                                        *[pytest.param(7, k, marks=pytest.mark.slow)
-                                          for k in ("randn", "neginf", "tiny", "wide")]])
+def _equality_cases():
+    """(schedule, vocab, kind). Under the interpreter the split schedule at vocab 300 takes 4-8 s a
+    case: those run in CI (heavy); the default run keeps the split schedule at vocab 7 and every
+    one-program case; the vocab-7 variants of the other kinds are thorough-only (slow)."""
+    for schedule in ("split", "one-program"):
+        for vocab, kind in [(7, "ints"), (300, "randn"), (300, "ints"), (300, "neginf"), (300, "tiny"),
+                            (300, "wide"), (7, "randn"), (7, "neginf"), (7, "tiny"), (7, "wide")]:
+            marks = ([pytest.mark.slow] if vocab == 7 and kind != "ints"
+                     else [pytest.mark.heavy] if schedule == "split" and vocab == 300 else [])
+            yield pytest.param(schedule, vocab, kind, marks=marks, id=f"{schedule}-{vocab}-{kind}")
+
+
+@pytest.mark.parametrize("sort_free,vocab,kind", list(_equality_cases()), indirect=["sort_free"])
 def test_sort_free_equals_reference(sort_free, kind, vocab):
     """Same probabilities (kept set and values) and the same token for the same uniforms. The
     kernel's exp and sums are not the reference's (nor the same on every CPU), so exact equality
@@ -195,10 +204,12 @@ def _device_or_skip():
     pytest.skip("no GPU and no interpreter: the kernel cannot run")
 
 
-@pytest.mark.parametrize("cfg", [dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=8, PP=8),  # ends on the row
-                                 dict(SPLIT=3, BLOCK=16, CAP=64, NPASS=1, PP=4),  # gathers, or redone
-                                 dict(SPLIT=1, BLOCK=128, CAP=16, NPASS=0)],      # every row redone
-                         ids=["passes", "gather-or-redo", "all-redone"])
+@pytest.mark.parametrize("cfg", [pytest.param(dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=8, PP=8),  # ends on the row
+                                              id="passes", marks=pytest.mark.heavy),        # ~20 s interpreted
+                                 pytest.param(dict(SPLIT=3, BLOCK=16, CAP=64, NPASS=1, PP=4),  # gathers, or redone
+                                              id="gather-or-redo", marks=pytest.mark.heavy),
+                                 pytest.param(dict(SPLIT=1, BLOCK=128, CAP=16, NPASS=0),       # every row redone
+                                              id="all-redone")])
 def test_split_schedule_equals_one_program(cfg, monkeypatch):
     """The split schedule gives the one-program kernel's thresholds and status and the reference's
     tokens, whichever way a row ends: on the row after several passes, in a gather, or redone by

@@ -286,6 +286,7 @@ def test_ordinary_rows_are_certified(tri):
     assert tri.flags[-1].tolist() == [0] * 8
 
 
+@pytest.mark.heavy
 def test_kernel_compiles_for_sm90():
     """The kernel compiles for an H100/H200 (sm_90) without a GPU, which catches what the
     interpreter accepts and the compiler does not (loop-carried and if-redefined types, methods on
