@@ -71,7 +71,9 @@ def _pytest_args(args) -> list[str]:
 
 def _jobs(args) -> int:
     """Test processes for ``check``: ``--jobs`` if given, else one per CPU (at most 8) when
-    pytest-xdist is installed, else 1. Never with --in-process or when pytest's own -n is passed."""
+    pytest-xdist is installed and more than two concepts are checked, else 1 (starting a test
+    process costs ~4 s, more than one concept's tests take). Never with --in-process or when
+    pytest's own -n is passed."""
     if args.in_process or any(a in ("-n", "--numprocesses", "-p no:xdist") or a.startswith(("-n", "--numprocesses="))
                               for a in args.pytest_args):
         return 1
@@ -80,6 +82,9 @@ def _jobs(args) -> int:
     try:
         import xdist  # noqa: F401
     except ImportError:
+        return 1
+    wanted = {c.strip() for raw in args.concept for c in raw.split(",") if c.strip()}
+    if wanted and len(wanted) <= 2:  # a worker costs ~4 s to start: more than one concept's tests
         return 1
     return max(1, min(8, os.cpu_count() or 1))
 
@@ -401,7 +406,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run submissions in pytest's own process (for a debugger; a crash ends the run)")
     c.add_argument("--no-table", action="store_true", help="do not print the table (JSON only)")
     c.add_argument("--jobs", "-j", type=int, default=None,
-                   help="test processes (pytest-xdist; default: one per CPU, at most 8; 1 = in one process)")
+                   help="test processes (pytest-xdist; default: one per CPU, at most 8, when more than two "
+                        "concepts are checked; 1 = in one process)")
     c.epilog = "Arguments after `--` are passed to pytest unchanged."
     c.set_defaults(func=cmd_check)
     g = sub.add_parser("grade", help="check many submissions and print one table (submission x concept)",
