@@ -69,6 +69,15 @@ def _pytest_args(args) -> list[str]:
     return out + list(args.pytest_args)
 
 
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask, e.g. under taskset or a container's
+    cpuset), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _jobs(args) -> int:
     """Test processes for ``check``: ``--jobs`` if given, else one per CPU (at most 8) when
     pytest-xdist is installed and more than two concepts are checked, else 1 (starting a test
@@ -86,7 +95,7 @@ def _jobs(args) -> int:
     wanted = {c.strip() for raw in args.concept for c in raw.split(",") if c.strip()}
     if wanted and len(wanted) <= 2:  # a worker costs ~4 s to start: more than one concept's tests
         return 1
-    return max(1, min(8, os.cpu_count() or 1))
+    return max(1, min(8, usable_cpus()))
 
 
 def cmd_check(args) -> int:
