@@ -498,7 +498,18 @@ def _wait(pid: int, timeout: float) -> int | None:
         time.sleep(0.005)
 
 
+def _interpreter_patches() -> None:
+    """A spawned zygote or worker starts with nothing the judge installed: under the Triton
+    interpreter (the judge exports TRITON_INTERPRET=1 when there is no GPU) it needs the same
+    interpreter fixes (conformance/triton_interpreter.py: the fixed-order dot, bf16 widening), or
+    a submission's kernels would compute differently in a spawned worker than in a forked one."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from conformance import triton_interpreter
+        triton_interpreter.apply()
+
+
 def main(argv: list[str]) -> None:
+    _interpreter_patches()
     if argv[:1] == ["zygote"]:
         zygote(int(argv[1]))
     elif argv[:1] == ["serve"]:

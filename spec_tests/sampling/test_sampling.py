@@ -21,7 +21,7 @@ from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.stats import lumped
 from conformance.strategies import randn
 from conformance.tolerance import ToleranceError, rounding_floor
-from spec_tests.sampling.oracles import SamplingOracle, sampling_oracle
+from spec_tests.sampling.oracles import SamplingOracle, sampling_oracle, step_clearance
 from spec_tests.sampling.strategies import PARAM_FIELDS, SamplingCase, sampling_cases, structure_cases
 
 
@@ -254,19 +254,13 @@ def test_matches_transformers_warpers(impl, device, case):
     torch.testing.assert_close(probs, expected, rtol=0, atol=1e-12)
 
 
-def _step_clearance(vocab: int) -> float:
-    """How far u must be from every step of the float64 oracle CDF for the token to be decided:
-    1e-6 plus a bound on float32 cumsum rounding over ``vocab`` terms (4 sqrt(vocab) ulps of 1)."""
-    return 1e-6 + 4 * math.sqrt(vocab) * 2.0 ** -24
-
-
 def _assert_draws(tokens, oracle_probs, u, rows=None, what="inverse CDF"):
     """tokens[r] is the first t with C_t > u_r (C the oracle's CDF), for every row r in ``rows``
-    whose u is clear of the steps (_step_clearance); returns how many rows were decided."""
+    whose u is clear of the steps (oracles.step_clearance); returns how many rows were decided."""
     tokens = tokens.detach().cpu()
     cdf = oracle_probs.cumsum(dim=1)
     expected = (cdf <= u[:, None]).sum(dim=1).clamp(max=cdf.shape[1] - 1)
-    clear = (cdf - u[:, None]).abs().min(dim=1).values > _step_clearance(cdf.shape[1])
+    clear = (cdf - u[:, None]).abs().min(dim=1).values > step_clearance(cdf.shape[1])
     if rows is not None:
         clear &= rows
     bad = (clear & (tokens != expected)).nonzero().flatten().tolist()
