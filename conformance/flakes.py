@@ -33,11 +33,11 @@ from conformance.registry import SPEC_DIR
 SKIPPED_FOLDERS = ("suite", "bench")
 
 
-def _command(seed: int, junit: Path, concepts: list[str]) -> list[str]:
+def _command(seed: int, junit: Path, concepts: list[str], bundled: bool = True) -> list[str]:
     cmd = [sys.executable, "-m", "pytest", str(SPEC_DIR), "-q", "-p", "no:cacheprovider",
            "--hypothesis-profile=dev", f"--hypothesis-seed={seed}", "--no-report",
            f"--junitxml={junit}", "-W", "ignore::DeprecationWarning"]
-    for folder in SKIPPED_FOLDERS:
+    for folder in SKIPPED_FOLDERS + (() if bundled else ("bundled",)):
         cmd += ["--ignore", str(SPEC_DIR / folder)]
     if concepts:
         cmd += ["--concept", ",".join(concepts)]
@@ -61,7 +61,7 @@ def _failures(junit: Path) -> tuple[int, list[tuple[str, str]]]:
     return ran, failed
 
 
-def run_seed(seed: int, concepts: list[str], threads: int) -> dict:
+def run_seed(seed: int, concepts: list[str], threads: int, bundled: bool = True) -> dict:
     """One full run under ``seed``; returns {seed, seconds, ran, failed: [(test, message)], exit}."""
     work = Path(tempfile.mkdtemp(prefix=f"inferspec-flakes-{seed}-"))
     junit = work / "junit.xml"
@@ -70,7 +70,7 @@ def run_seed(seed: int, concepts: list[str], threads: int) -> dict:
     env.pop("INFERSPEC_IMPL", None)
     env.pop("INFERSPEC_PROFILE", None)
     t0 = time.monotonic()
-    proc = subprocess.run(_command(seed, junit, concepts), cwd=SPEC_DIR.parent, env=env,
+    proc = subprocess.run(_command(seed, junit, concepts, bundled), cwd=SPEC_DIR.parent, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.monotonic() - t0
     if not junit.exists():
@@ -93,6 +93,8 @@ def main(argv: list[str]) -> int:
                    help="runs at a time (default: half the CPUs)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
     p.add_argument("--concept", action="append", default=[], help="only these concepts")
+    p.add_argument("--spec-only", action="store_true",
+                   help="the spec alone (every concept, reference and optimized), not the bundled tests")
     p.add_argument("--json", default=None, help="write the per-seed results here")
     args = p.parse_args(argv)
     if args.seeds:
@@ -106,7 +108,7 @@ def main(argv: list[str]) -> int:
 
     def one(seed: int) -> dict:
         print(f"  seed {seed}: started", flush=True)
-        row = run_seed(seed, concepts, args.threads)
+        row = run_seed(seed, concepts, args.threads, bundled=not args.spec_only)
         print(f"  seed {seed}: {row['ran']} tests, {len(row['failed'])} failed, {row['seconds']:.0f} s "
               f"(done after {time.monotonic() - t0:.0f} s)", flush=True)
         return row
