@@ -118,7 +118,7 @@ def cmd_check(args) -> int:
     what = "the bundled implementations (reference, optimized)" if not args.impl else ", ".join(args.impl)
     print(f"inferspec check: {what} against the spec (profile {args.profile or profiles.default_profile()}, "
           f"{jobs} process{'es' if jobs > 1 else ''})", flush=True)
-    log_path = workdir / "pytest.log"
+    log_path = Path(args.log) if getattr(args, "log", None) else workdir / "pytest.log"
     # the live display draws on a duplicate of the terminal's descriptor: pytest's fd-level output
     # capture (active while a test runs) redirects fd 1, never this one
     term = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
@@ -185,8 +185,9 @@ def _grade_one(sub: Path, name: str, args, workdir: Path) -> dict:
 
     report = workdir / f"{name.replace('/', '__')}.json"
     log = workdir / f"{name.replace('/', '__')}.log"
+    # one test process per check: grade's own --jobs runs the submissions side by side
     cmd = [sys.executable, "-m", "conformance", "check", str(sub.resolve()), "--report-json", str(report),
-           "--no-table"]
+           "--no-table", "--jobs", "1", "--log", str(workdir / f"{name.replace('/', '__')}.pytest.log")]
     for c in args.concept:
         cmd += ["--concept", c]
     if args.profile:
@@ -414,6 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--in-process", action="store_true",
                    help="run submissions in pytest's own process (for a debugger; a crash ends the run)")
     c.add_argument("--no-table", action="store_true", help="do not print the table (JSON only)")
+    c.add_argument("--log", default=None, metavar="PATH",
+                   help="write pytest's own output here (default: a file in a new temporary folder)")
     c.add_argument("--jobs", "-j", type=int, default=None,
                    help="test processes (pytest-xdist; default: one per CPU, at most 8, when more than two "
                         "concepts are checked; 1 = in one process)")
