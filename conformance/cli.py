@@ -29,7 +29,6 @@ import tempfile
 from pathlib import Path
 
 import conformance
-from conformance import profiles
 
 # the bundled check (no implementation named) uses a lighter profile: the same properties with
 # fewer generated examples; `--profile dev` (or ci, thorough) asks for more
@@ -38,9 +37,14 @@ PACKAGE_ROOT = Path(conformance.__file__).resolve().parent.parent
 SPEC_DIR = PACKAGE_ROOT / "spec_tests"
 
 
+def _wanted_concepts(args) -> list[str]:
+    """The concept ids of every ``--concept`` (repeatable, comma-separated)."""
+    return [c.strip() for raw in args.concept for c in raw.split(",") if c.strip()]
+
+
 def _pytest_args(args) -> list[str]:
     from conformance.registry import CONCEPTS, NOT_CONCEPTS
-    wanted = [c.strip() for raw in args.concept for c in raw.split(",") if c.strip()]
+    wanted = _wanted_concepts(args)
     if wanted and all(c in CONCEPTS for c in wanted):  # collect only those concepts' folders
         out = [str(SPEC_DIR / c) for c in wanted]
     else:
@@ -83,8 +87,8 @@ def _jobs(args) -> int:
     pytest-xdist is installed and more than two concepts are checked, else 1 (starting a test
     process costs ~4 s, more than one concept's tests take). Never with --in-process or when
     pytest's own -n is passed."""
-    if args.in_process or any(a in ("-n", "--numprocesses", "-p no:xdist") or a.startswith(("-n", "--numprocesses="))
-                              for a in args.pytest_args):
+    if args.in_process or "no:xdist" in args.pytest_args or any(
+            a.startswith(("-n", "--numprocesses")) for a in args.pytest_args):
         return 1
     if getattr(args, "jobs", None) is not None:
         return max(1, args.jobs)
@@ -92,7 +96,7 @@ def _jobs(args) -> int:
         import xdist  # noqa: F401
     except ImportError:
         return 1
-    wanted = {c.strip() for raw in args.concept for c in raw.split(",") if c.strip()}
+    wanted = set(_wanted_concepts(args))
     if wanted and len(wanted) <= 2:  # a worker costs ~4 s to start: more than one concept's tests
         return 1
     return max(1, min(8, usable_cpus()))
@@ -104,7 +108,7 @@ def cmd_check(args) -> int:
     import pytest
     from rich.console import Console
 
-    from conformance import progress, report
+    from conformance import profiles, progress, report
     from conformance.plugin import RESULTS
 
     workdir = Path(tempfile.mkdtemp(prefix="inferspec-"))

@@ -73,13 +73,12 @@ def run_seed(seed: int, concepts: list[str], threads: int, bundled: bool = True)
     proc = subprocess.run(_command(seed, junit, concepts, bundled), cwd=SPEC_DIR.parent, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seconds = time.monotonic() - t0
-    if not junit.exists():
-        return {"seed": seed, "seconds": seconds, "ran": 0, "exit": proc.returncode,
-                "failed": [("(no report)", proc.stdout[-2000:])]}
-    ran, failed = _failures(junit)
     (work / "log.txt").write_text(proc.stdout)
-    return {"seed": seed, "seconds": seconds, "ran": ran, "failed": failed, "exit": proc.returncode,
-            "log": str(work / "log.txt")}
+    row = {"seed": seed, "seconds": seconds, "exit": proc.returncode, "log": str(work / "log.txt")}
+    if not junit.exists():
+        return {**row, "ran": 0, "failed": [("(no report)", proc.stdout[-2000:])]}
+    ran, failed = _failures(junit)
+    return {**row, "ran": ran, "failed": failed}
 
 
 def main(argv: list[str]) -> int:
@@ -124,7 +123,7 @@ def main(argv: list[str]) -> int:
             print(f"\nseed {r['seed']}: {test}\n    {message}\n    replay: python3 -m pytest '{test}' "
                   f"--hypothesis-profile=dev --hypothesis-seed={r['seed']}")
         if not r["failed"]:
-            print(f"\nseed {r['seed']}: pytest exited {r['exit']} (log {r.get('log')})")
+            print(f"\nseed {r['seed']}: pytest exited {r['exit']} (log {r['log']})")
     if args.json:
         Path(args.json).write_text(json.dumps({"seeds": seeds, "runs": rows}, indent=1))
     print(f"\n{len(rows) - len(bad)}/{len(rows)} seeds passed")

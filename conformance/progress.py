@@ -36,7 +36,6 @@ class ProgressPlugin:
                                  refresh_per_second=4)
         self.tasks: dict[str, int] = {}
         self.totals: Counter = Counter()
-        self.done: Counter = Counter()
         self.failed: Counter = Counter()
         self.outcomes: Counter = Counter()
         self.seen_collection: set[str] = set()
@@ -79,7 +78,6 @@ class ProgressPlugin:
             self.outcomes["error"] += 1
         if concept is None or concept not in self.tasks or not finished:
             return
-        self.done[concept] += 1
         if report.failed:
             self.failed[concept] += 1
         status = f"[bold red]{self.failed[concept]} failed[/]" if self.failed[concept] else ""
