@@ -4,7 +4,7 @@
                     [--memory GB] [--forbid-reference] [--in-process] [-- PYTEST_ARGS]
         Run the spec against implementations (default: the bundled reference and optimized) and
         print the per-concept table. A submission runs in worker processes (a crash or a hang
-        costs only its cell). Exit 0 only if every implemented concept passes.
+        costs only its cell). Exit codes: see CHECK_EXIT_CODES (`inferspec check --help`).
     inferspec grade SUBMISSIONS... [--jobs N] [--format table|csv|json|markdown] [--output PATH]
                     [--concept ID] [--timeout S] [--memory GB] [--forbid-reference]
         Check each submission (a .py file or package; a folder of them) with `inferspec check`,
@@ -13,7 +13,7 @@
         itself could not run.
     inferspec list
         Concepts, their course lessons, and which bundled implementations provide them.
-    inferspec new PATH [--concepts a,b] [--force]
+    inferspec new PATH [--concept ID] [--force]
         Write a student template from the reference's signatures and docstrings.
     inferspec docs [--check]
         Regenerate the registry-determined parts of docs/ (index tables, contract tables);
@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -36,16 +37,104 @@ BUNDLED_CHECK_PROFILE = "quick"
 PACKAGE_ROOT = Path(conformance.__file__).resolve().parent.parent
 SPEC_DIR = PACKAGE_ROOT / "spec_tests"
 
+CHECK_EXIT_CODES = """\
+exit codes:
+  0  every implemented concept passed (a concept not implemented does not count)
+  1  some concept failed: a failing test, or its cell crashed, exited, timed out, ran out of
+     memory, failed to import or was forbidden
+  2  usage error: an unknown concept, no such file or module, a bad option, or pytest
+     arguments after `--` that pytest rejects or that select no test
+  3  the run did not complete: interrupted, a spec file failed to import, an internal error
+     (the last lines of pytest's log are shown)"""
+
+# Usage errors are answered before anything heavy is imported: this module, argparse and the
+# concept ids (conformance.registry.concept_ids) only -- never torch, pytest or Hypothesis.
+
+
+def _split_concepts(raw: list[str]) -> list[str]:
+    """The concept ids of every ``--concept`` (repeatable, comma-separated)."""
+    return [c.strip() for item in raw for c in item.split(",") if c.strip()]
+
 
 def _wanted_concepts(args) -> list[str]:
-    """The concept ids of every ``--concept`` (repeatable, comma-separated)."""
-    return [c.strip() for raw in args.concept for c in raw.split(",") if c.strip()]
+    return _split_concepts(args.concept)
+
+
+def _unknown_concepts(wanted: list[str]) -> list[str]:
+    """One line per id of ``wanted`` that is no concept (with the closest id, if one is close),
+    then the known ids; empty when every id is known."""
+    from conformance.registry import concept_ids
+    known = concept_ids()
+    lines = []
+    for c in dict.fromkeys(wanted):
+        if c not in known:
+            close = difflib.get_close_matches(c, known, n=1)
+            lines.append(f"unknown concept {c!r}" + (f" (did you mean {close[0]}?)" if close else ""))
+    if lines:
+        lines.append(f"known concepts: {', '.join(known)}")
+    return lines
+
+
+def _looks_like_path(spec: str) -> bool:
+    """The rule of :func:`conformance.loader._looks_like_path` (that module imports pytest)."""
+    return spec.endswith(".py") or os.sep in spec or "/" in spec
+
+
+def _close_files(name: str, folder: Path) -> list[str]:
+    """.py files and package folders of ``folder`` whose names are close to ``name``."""
+    try:
+        entries = [e for e in folder.iterdir() if not e.name.startswith(".") and
+                   ((e.is_file() and e.suffix == ".py") or (e.is_dir() and (e / "__init__.py").exists()))]
+    except OSError:
+        return []
+    by_name = {e.name: e.name for e in entries}
+    by_name.update({e.stem: e.name for e in entries if e.is_file()})   # `my_impl` -> my_impl.py
+    return list(dict.fromkeys(by_name[m] for m in difflib.get_close_matches(name, list(by_name), n=3, cutoff=0.75)))
+
+
+def _impl_problem(spec: str) -> str | None:
+    """Why ``spec`` (an IMPL of check) names no implementation, or None. The checks of
+    conformance.loader.load_implementation that need no import, made before pytest starts."""
+    if spec.startswith(("mutant:", "control:")):   # the plugin checks the planted bugs' names
+        return None
+    if _looks_like_path(spec):
+        path = Path(spec)
+        if not path.exists():
+            folder = path.parent
+            close = [m if folder == Path(".") else str(folder / m) for m in _close_files(path.name, folder)]
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            return f"{spec}: no such file{'' if spec.endswith('.py') else ' or folder'}{hint}"
+        if path.is_dir() and not (path / "__init__.py").exists():
+            return f"{spec}: a folder must be a package (it has no __init__.py)"
+        if path.is_file() and path.suffix != ".py":
+            return f"{spec}: not a .py file"
+        return None
+    import importlib.util
+    root = spec.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(root) is not None
+    except (ImportError, ValueError):
+        found = False
+    if found:
+        return None
+    close = _close_files(root, Path("."))
+    hint = f"; did you mean {' or '.join(close)}? (a file is named by its path, ending in .py)" if close else \
+        " (a file is named by its path, ending in .py)"
+    return f"{spec}: no module named {root!r} and no such file{hint}"
+
+
+def _check_usage(args) -> list[str]:
+    """check's usage errors (unknown concepts, implementations that do not exist), found before
+    pytest (and torch) is imported."""
+    problems = [p for p in map(_impl_problem, args.impl) if p]
+    return problems + _unknown_concepts(_wanted_concepts(args))
 
 
 def _pytest_args(args) -> list[str]:
-    from conformance.registry import CONCEPTS, NOT_CONCEPTS
+    from conformance.registry import NOT_CONCEPTS, concept_ids
     wanted = _wanted_concepts(args)
-    if wanted and all(c in CONCEPTS for c in wanted):  # collect only those concepts' folders
+    known = concept_ids()
+    if wanted and all(c in known for c in wanted):  # collect only those concepts' folders
         out = [str(SPEC_DIR / c) for c in wanted]
     else:
         out = [str(SPEC_DIR)]
@@ -103,6 +192,12 @@ def _jobs(args) -> int:
 
 
 def cmd_check(args) -> int:
+    problems = _check_usage(args)
+    if problems:
+        for line in problems:
+            print(f"inferspec check: {line}", file=sys.stderr)
+        return 2
+
     import contextlib
 
     import pytest
@@ -139,10 +234,15 @@ def cmd_check(args) -> int:
         tail = log_path.read_text(errors="replace").splitlines()[-40:]
         print("\n".join(tail), file=sys.stderr)
         if code == 5:
-            print("inferspec check: no test was collected (unknown --concept?)", file=sys.stderr)
+            print("inferspec check: no test was collected (pytest arguments after -- that select nothing?)",
+                  file=sys.stderr)
+        elif code == 4:
+            print("inferspec check: stopped before any test ran (the error above)", file=sys.stderr)
         elif not Path(report_path).exists():
             print(f"inferspec check: pytest exited {code} before any report was written", file=sys.stderr)
-        return code or 2
+        # pytest's own codes mapped onto check's (CHECK_EXIT_CODES): 4 usage error, 5 nothing
+        # collected -> 2; 2 interrupted (or a collection error), 3 internal error, or no report -> 3
+        return 2 if code in (4, 5) else 3
     results = live.config.stash.get(RESULTS, None) if live.config is not None else None
     if results is not None and not args.no_table:
         report.print_table(results)
@@ -187,9 +287,14 @@ def cmd_list(args) -> int:
 
 
 def cmd_new(args) -> int:
+    ids = _split_concepts(args.concept) or None
+    problems = _unknown_concepts(ids or [])
+    if problems:
+        for line in problems:
+            print(f"inferspec new: {line}", file=sys.stderr)
+        return 2
     from conformance import template
 
-    ids = [c.strip() for c in args.concepts.split(",") if c.strip()] if args.concepts else None
     try:
         path = template.write(args.path, ids, force=args.force)
     except (ValueError, FileExistsError) as exc:
@@ -219,7 +324,8 @@ def cmd_pins(args) -> int:
 
 
 def _common_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--concept", action="append", default=[], help="only these concepts")
+    p.add_argument("--concept", action="append", default=[], metavar="ID",
+                   help="only these concepts (repeatable or comma-separated; `inferspec list` lists them)")
     p.add_argument("--profile", choices=["quick", "dev", "ci", "thorough"], default=None,
                    help="Hypothesis profile (default: dev, or ci when CI=true; the bundled check: quick)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
@@ -235,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inferspec", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("check", help="run the spec and print the per-concept table")
+    c = sub.add_parser("check", help="run the spec and print the per-concept table",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("impl", nargs="*", help="module names or .py paths (default: reference, optimized)")
     _common_options(c)
     c.add_argument("--report-json", default=None, help="also write the table as JSON here")
@@ -247,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--jobs", "-j", type=int, default=None,
                    help="test processes (pytest-xdist; default: one per CPU, at most 8, when more than two "
                         "concepts are checked; 1 = in one process)")
-    c.epilog = "Arguments after `--` are passed to pytest unchanged."
+    c.epilog = "Arguments after `--` are passed to pytest unchanged.\n\n" + CHECK_EXIT_CODES
     c.set_defaults(func=cmd_check)
     from conformance import grade
     grade.add_parser(sub, _common_options)
@@ -255,7 +362,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=cmd_list)
     n = sub.add_parser("new", help="write a student template")
     n.add_argument("path")
-    n.add_argument("--concepts", default=None, help="comma-separated concept ids (default: all)")
+    n.add_argument("--concept", action="append", default=[], metavar="ID",
+                   help="only these concepts (repeatable or comma-separated; default: all)")
+    n.add_argument("--concepts", action="append", dest="concept", help=argparse.SUPPRESS)  # the old name
     n.add_argument("--force", action="store_true")
     n.set_defaults(func=cmd_new)
     d = sub.add_parser("docs", help="regenerate the docs' index and contract tables from the registry")

@@ -264,17 +264,107 @@ def _raised_directly_by(exc: BaseException, fn: Any) -> bool:
     return last is not None and code is not None and last.tb_frame.f_code is code
 
 
-def _syntax_error(path: Path) -> str | None:
-    """The first syntax error of a submission's files, found by compiling (never executing) them."""
+def _syntax_error(path: Path) -> tuple[str, str] | None:
+    """The first syntax error of a submission's files, found by compiling (never executing) them:
+    ``(summary, detail)`` as :func:`describe_import_failure` gives them, or None."""
     files = sorted(path.rglob("*.py"))[:500] if path.is_dir() else [path]
     for f in files:
         try:
             compile(f.read_bytes(), str(f), "exec", dont_inherit=True)
         except SyntaxError as exc:
-            return f"{type(exc).__name__}: {exc.msg} ({f.name}, line {exc.lineno})"
+            return describe_import_failure(exc, path)
         except (OSError, ValueError) as exc:
-            return f"{type(exc).__name__}: {exc}"
+            return f"{type(exc).__name__}: {exc}", ""
     return None
+
+
+# -------------------------------------------------------------- a submission's import failure
+_HARNESS_DIR = Path(__file__).resolve().parent.parent   # reference/, optimized/, spec_tests/, conformance/
+
+
+def submission_home(target: dict) -> Path | None:
+    """The file or folder that holds a submission's own code: its path (a .py file or a package
+    folder), or where its module name is found (without importing it)."""
+    if target.get("path"):
+        return Path(target["path"]).resolve()
+    root = str(target.get("module") or "").partition(".")[0]
+    try:
+        spec = importlib.util.find_spec(root) if root else None
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0]).resolve()
+    return Path(spec.origin).resolve() if spec.origin and spec.has_location else None
+
+
+def _own_file(filename: str, home: Path | None) -> bool:
+    """Whether a traceback's ``filename`` is the submission's own code: its file, or a file of its
+    folder (a sibling it imports, a module of its package) that is neither the harness's
+    (reference/, optimized/, spec_tests/, conformance/ of inferspec) nor an installed package."""
+    if home is None or not filename or filename.startswith("<"):
+        return False
+    f = Path(filename).resolve()
+    if f == home:
+        return True
+    folder = home if home.is_dir() else home.parent
+    try:
+        rel = f.relative_to(folder)
+    except ValueError:
+        return False
+    if "site-packages" in rel.parts or "dist-packages" in rel.parts:
+        return False
+    for root in FOREIGN_ROOTS:
+        try:
+            f.relative_to(_HARNESS_DIR / root)
+            return False
+        except ValueError:
+            pass
+    return True
+
+
+def _import_failed(spec: str, exc: BaseException, home: Path | None) -> ValueError:
+    """A submission loaded in-process (``--in-process``) that does not import: the error that
+    stops the run (a usage error of pytest), told like an isolated submission's verdict."""
+    summary, detail = describe_import_failure(exc, home)
+    return ValueError(f"--impl {spec}: import failed: {summary}\n{detail}")
+
+
+def describe_import_failure(exc: BaseException, home: Path | None) -> tuple[str, str]:
+    """A submission's failure to import, as the student needs it: ``(summary, detail)``.
+
+    ``summary`` is one line, the verdict's: ``SyntaxError: '(' was never closed (my_impl.py:14)``,
+    ``ModuleNotFoundError: No module named 'numpyy' (my_impl.py:2)``. ``detail`` shows where:
+    for a syntax error, Python's own rendering (the file and line, the offending line, a caret,
+    the message); for any other exception, the deepest frame that lies in the submission's own
+    files (``home``: its file or package folder, see :func:`submission_home`) with its line of
+    code, then the exception line. Nothing of the harness or of importlib is shown; if no frame
+    lies in the submission's files, the traceback without the harness's frames."""
+    import linecache
+    import traceback
+
+    kind = type(exc).__name__
+    if isinstance(exc, SyntaxError):
+        where = f" ({Path(exc.filename).name}:{exc.lineno})" if exc.filename and exc.lineno else ""
+        summary = f"{kind}: {exc.msg}{where}"
+        return summary, "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
+    message = str(exc).strip()
+    first = message.splitlines()[0] if message else ""
+    summary = f"{kind}: {first}".rstrip(": ") if first else kind
+    exc_line = "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [fr for fr in frames if _own_file(fr.filename, home)]
+    if own:
+        fr = own[-1]
+        code = (fr.line or linecache.getline(fr.filename, fr.lineno)).strip()
+        summary += f" ({Path(fr.filename).name}:{fr.lineno})"
+        where = f'  File "{fr.filename}", line {fr.lineno}, in {fr.name}' + (f"\n    {code}" if code else "")
+        return summary, f"{where}\n{exc_line}"
+    harness = str(Path(__file__).resolve().parent)
+    kept = [fr for fr in frames if not fr.filename.startswith((harness, "<frozen"))]
+    tb = "".join(traceback.format_list(kept))
+    return summary, (f"Traceback (most recent call last):\n{tb}" if kept else "") + exc_line
 
 
 def load_implementation(spec: str, name: str | None = None, *, options=None,
@@ -308,9 +398,17 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
             raise ValueError(f"--impl {spec}: a folder must be a package (no __init__.py)")
         default_name = path.stem if path.is_file() else path.resolve().name
         if in_process:
-            return Implementation(name=name or default_name, module=_import_path(path), spec=spec)
+            try:
+                module = _import_path(path)
+            except Exception as exc:  # noqa: BLE001 -- the submission's own failure, told as such
+                raise _import_failed(spec, exc, path.resolve()) from exc
+            return Implementation(name=name or default_name, module=module, spec=spec)
+        syntax = _syntax_error(path.resolve())
         sub = isolation.Submission(name or default_name, spec, {"path": str(path.resolve())}, options,
-                                   import_error=_syntax_error(path.resolve()))
+                                   import_error=syntax[0] if syntax else None)
+        if syntax and syntax[1]:  # the verdict with where it is: file, line, the line, a caret
+            sub.import_failure = isolation.SubmissionDied("import failed", f"import failed: {syntax[0]}",
+                                                          detail=syntax[1])
         return Implementation(name=name or default_name, module=None, spec=spec, submission=sub)
     root = spec.partition(".")[0]
     if root in BUNDLED or in_process:
@@ -319,7 +417,13 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
         except ModuleNotFoundError as exc:
             if exc.name and spec.startswith(exc.name):
                 raise ValueError(f"--impl {spec}: no module named {exc.name!r} (a path must end in .py)") from exc
-            raise
+            if root in BUNDLED:
+                raise
+            raise _import_failed(spec, exc, submission_home({"module": spec})) from exc
+        except Exception as exc:  # noqa: BLE001
+            if root in BUNDLED:
+                raise
+            raise _import_failed(spec, exc, submission_home({"module": spec})) from exc
         return Implementation(name=name or spec, module=module, spec=spec)
     if importlib.util.find_spec(root) is None:
         raise ValueError(f"--impl {spec}: no module named {root!r} (a path must end in .py)")

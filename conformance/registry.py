@@ -74,6 +74,30 @@ def _concept_packages() -> Iterator[tuple[str, object]]:
             yield info.name, importlib.import_module(f"spec_tests.{info.name}")
 
 
+def _declared() -> tuple[dict[str, ConceptInfo], list[str]]:
+    """Every ``spec_tests/X/__init__.py`` that declares ``CONCEPT = ConceptInfo(...)``: id -> info,
+    ordered by first course lesson, and the folders with tests that declare none. Imports those
+    packages' ``__init__`` only (light: no torch, no reference module)."""
+    found, errors = {}, []
+    for cid, pkg in _concept_packages():
+        info = getattr(pkg, "CONCEPT", None)
+        if isinstance(info, ConceptInfo):
+            found[cid] = info
+        elif any((SPEC_DIR / cid).glob("test_*.py")):
+            errors.append(f"spec_tests/{cid}/__init__.py: declares no CONCEPT = ConceptInfo(...)")
+    order = sorted(found, key=lambda c: (tuple(found[c].lessons[:1]) or ("99",), c))
+    return {c: found[c] for c in order}, errors
+
+
+def concept_ids() -> list[str]:
+    """The concept ids, in registry order, without building the registry: no reference module
+    (hence no torch) is imported. For validating ``--concept`` before anything heavy runs. A
+    concept whose reference module is missing is listed here; the registry reports it."""
+    if CONCEPTS._concepts is not None:
+        return list(CONCEPTS._concepts)
+    return list(_declared()[0])
+
+
 def _qualified(cid: str, names) -> tuple[str, ...]:
     return tuple(f"{cid}.{n}" for n in names)
 
@@ -98,21 +122,16 @@ class _Registry(Mapping):
 
     def _load(self) -> dict[str, Concept]:
         if self._concepts is None:
-            found, errors = {}, []
-            for cid, pkg in _concept_packages():
-                info = getattr(pkg, "CONCEPT", None)
-                if not isinstance(info, ConceptInfo):
-                    if any((SPEC_DIR / cid).glob("test_*.py")):
-                        errors.append(f"spec_tests/{cid}/__init__.py: declares no CONCEPT = ConceptInfo(...)")
-                    continue
+            declared, errors = _declared()
+            found = {}
+            for cid, info in declared.items():  # already in registry order
                 try:
                     found[cid] = _build(cid, info)
                 except ModuleNotFoundError as exc:
                     if exc.name != f"reference.{cid}":
                         raise
                     errors.append(f"concept {cid!r}: no reference module reference/{cid}.py")
-            order = sorted(found, key=lambda c: (found[c].lessons[:1] or ("99",), c))
-            self._concepts = {c: found[c] for c in order}
+            self._concepts = found
             self._errors = errors
         return self._concepts
 

@@ -15,6 +15,7 @@ import inspect
 import textwrap
 from pathlib import Path
 
+from conformance import registry
 from conformance.registry import CONCEPTS
 
 HEADER = '''"""My implementation of inferspec concepts: {concepts}.
@@ -81,9 +82,10 @@ def _default_names(node) -> set[str]:
 
 
 def render(concept_ids: list[str], path: str = "my_impl.py") -> str:
-    unknown = [c for c in concept_ids if c not in CONCEPTS]
+    known = registry.concept_ids()   # no reference module imported for a typo
+    unknown = [c for c in concept_ids if c not in known]
     if unknown:
-        raise ValueError(f"--concepts: unknown {unknown}; known: {sorted(CONCEPTS)}")
+        raise ValueError(f"--concept: unknown {unknown}; known: {', '.join(known)}")
     imports: list[str] = []
     parts: list[str] = []
     seen: dict[str, str] = {}

@@ -188,7 +188,12 @@ class _Submission:
 
 
 class ImportFailed(Exception):
-    pass
+    """The submission did not import: ``str()`` is the verdict's one line, ``detail`` where it
+    failed in the submission's own code (:func:`conformance.loader.describe_import_failure`)."""
+
+    def __init__(self, summary: str, detail: str = ""):
+        super().__init__(summary)
+        self.detail = detail
 
 
 def _oom(exc: BaseException) -> bool:
@@ -259,7 +264,7 @@ class WorkerPeer(Peer):
         if isinstance(exc, NotImplementedInImpl):
             return {"notimpl": list(exc.names)}
         if isinstance(exc, ImportFailed):
-            return {"import_failed": str(exc), "tb": _tb(exc.__cause__)}
+            return {"import_failed": str(exc), "tb": exc.detail[-isolation._MAX_TEXT:]}
         if _oom(exc):
             return {"oom": f"{type(exc).__name__}: {str(exc)[:500]}"}
         if isinstance(exc, SystemExit):
@@ -304,7 +309,7 @@ class WorkerPeer(Peer):
         raise isolation.ProtocolError(f"unknown operation {op!r}")
 
     def _start(self):
-        from conformance.loader import _import_path
+        from conformance.loader import _import_path, describe_import_failure, submission_home
         target = self.config
         try:
             with _Submission(self.guard):
@@ -315,8 +320,7 @@ class WorkerPeer(Peer):
         except BaseException as exc:  # noqa: BLE001
             if _forbidden_in(exc) is not None or _oom(exc) or isinstance(exc, SystemExit):
                 raise
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            raise ImportFailed(f"{type(exc).__name__}: {first}".rstrip(": ")) from exc
+            raise ImportFailed(*describe_import_failure(exc, submission_home(target))) from exc
         return None
 
     def _inside(self, module: str, qualname: str, args, kwargs):
@@ -371,12 +375,6 @@ def _guarded(fn, guard: _Guard):
             return fn(*args, **kwargs)
     call.__wrapped__ = fn
     return call
-
-
-def _tb(exc: BaseException | None) -> str:
-    if exc is None:
-        return ""
-    return isolation._format_tb(exc)[-isolation._MAX_TEXT:]
 
 
 def _setup(config: dict) -> _Capped:
