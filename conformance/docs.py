@@ -5,18 +5,33 @@
 * ``docs/X.md``: between ``<!-- contract:begin -->`` and ``<!-- contract:end -->``, the contract
   table read from ``reference/X.py`` (``__all__``, ``__optional__``, the concept's vocabulary):
   name, required or optional, signature and the first line of the docstring.
+* ``docs/X.md``: between ``<!-- imports:begin -->`` and ``<!-- imports:end -->``, what a submission
+  checked with ``--forbid-reference`` may import from ``reference/`` (``registry.allowed_imports()``
+  and the plain constants the worker's guard lets through), and which names ``reference/X.py``
+  itself imports from other modules of ``reference/``, or the page's prose names, a submission may
+  not import (it brings its own).
+* ``docs/X.md``: between ``<!-- badinput:begin -->`` and ``<!-- badinput:end -->``, every bad-input
+  row the spec demands: the ``Bad(...)`` rows of every ``@bad_cases`` test of ``spec_tests/X/`` (and
+  the ``Bad`` passed to ``assert_rejects`` directly), and the ``BAD_CALLS`` tables of its state
+  machines: the call, the bad value, the error type and the words the message must contain.
 * ``docs/suite-power.md``: between ``<!-- power:begin -->`` and ``<!-- power:end -->``, per concept
   the mutants (source patches, small implementations), the pinned examples and whether a
   third-party must-pass submission exists.
 
+A concept page without the imports or bad-input markers gets them from ``inferspec docs`` (at the
+end of its contract section), so a new concept needs only the contract markers.
+
 ``inferspec docs`` rewrites those blocks; ``inferspec docs --check`` (run by the test suite)
-exits 1 and names the files that differ, so a page can never disagree with the registry.
+exits 1 and names the files that differ, so a page can never disagree with the registry, the
+guard's allowed imports or the spec's bad-input tables.
 """
 from __future__ import annotations
 
 import importlib
 import inspect
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from conformance.registry import CONCEPTS, DOCS_DIR, Concept
@@ -137,7 +152,10 @@ def rendered(docs_dir: Path = DOCS_DIR) -> dict[Path, str]:
     out[power] = _replace_block(power.read_text(), POWER, power_table(), str(power))
     for c in CONCEPTS.values():
         page = docs_dir / f"{c.id}.md"
-        out[page] = _replace_block(page.read_text(), CONTRACT, contract_table(c), str(page))
+        text = _replace_block(page.read_text(), CONTRACT, contract_table(c), str(page))
+        text = _ensure_blocks(text)
+        text = _replace_block(text, IMPORTS, imports_block(c, text), str(page))
+        out[page] = _replace_block(text, BADINPUT, bad_input_block(c), str(page))
     return out
 
 
@@ -161,3 +179,637 @@ def write(docs_dir: Path = DOCS_DIR) -> list[Path]:
             path.write_text(text)
             changed.append(path)
     return changed
+
+
+# ------------------------------------------------------------------------- forbid-reference imports
+IMPORTS = ("<!-- imports:begin -->", "<!-- imports:end -->")
+IMPORTS_HEADING = "### Under `--forbid-reference`"
+
+
+def _guard_lets_through(module: str, attr: str, allowed: dict[str, list[str]]) -> bool:
+    """The worker guard's rule (conformance/worker.py ``_Guard.refresh``): a guarded module's stub
+    holds the registry's allowed names, plain constants and modules outside the guarded roots."""
+    from conformance.isolation import GUARDED_ROOTS
+    from conformance.worker import _plain_constant
+    if attr in allowed.get(module, ()):
+        return True
+    value = getattr(importlib.import_module(module), attr)
+    if inspect.ismodule(value):
+        return value.__name__.partition(".")[0] not in GUARDED_ROOTS
+    return _plain_constant(value)
+
+
+def _public_constants(module: str) -> list[str]:
+    from conformance.worker import _plain_constant
+    mod = importlib.import_module(module)
+    exported = set(getattr(mod, "__all__", ())) | set(getattr(mod, "__optional__", ()))
+    return sorted(n for n, v in vars(mod).items()
+                  if not n.startswith("_") and n not in exported and _plain_constant(v))
+
+
+def reference_imports(cid: str) -> list[tuple[str, str]]:
+    """(module, name) of every ``from reference.M import name`` in reference/<cid>.py (nested
+    imports included; ``(M, "")`` for ``import reference.M``), by module, ``reference._checks`` last."""
+    import ast
+    from conformance.registry import ROOT
+    tree = ast.parse((ROOT / "reference" / f"{cid}.py").read_text())
+    out: list[tuple[str, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.partition(".")[0] == "reference":
+            out += [(node.module, a.name) for a in node.names if (node.module, a.name) not in out]
+        elif isinstance(node, ast.Import):
+            out += [(a.name, "") for a in node.names if a.name.partition(".")[0] == "reference"]
+    return sorted(out, key=lambda mn: (mn[0] == "reference._checks", mn[0]))
+
+
+def page_mentions(text: str) -> list[tuple[str, str]]:
+    """(module, name) of every ``reference.M.name`` the page's own prose names (generated blocks
+    left out), that exists, in order of first mention."""
+    for markers in (CONTRACT, IMPORTS, BADINPUT):
+        if markers[0] in text and markers[1] in text:
+            head, rest = text.split(markers[0], 1)
+            text = head + rest.split(markers[1], 1)[1]
+    out: list[tuple[str, str]] = []
+    for module, name in re.findall(r"\b(reference\.\w+)\.(\w+)\b", text):
+        try:
+            ok = hasattr(importlib.import_module(module), name)
+        except ImportError:
+            ok = False
+        if ok and (module, name) not in out:
+            out.append((module, name))
+    return out
+
+
+def imports_block(c: Concept, page: str = "") -> str:
+    from conformance.registry import allowed_imports
+    allowed = allowed_imports()
+    own = f"reference.{c.id}"
+    out = [f"<!-- generated by `inferspec docs` from conformance/registry.py's allowed_imports() and "
+           f"reference/{c.id}.py's imports; edit those, not this text -->",
+           "Checked with `inferspec check --forbid-reference`, a submission may import from "
+           "`reference/` only data types and plain constants; any other name of `reference/`, "
+           "`optimized/` or `spec_tests/` ends its check with the verdict `forbidden`."]
+    names = allowed.get(own, [])
+    out.append(f"- From `{own}`: " + (", ".join(f"`{n}`" for n in names) if names else "no type") +
+               (" (vocabulary: plain data types)." if names else " (this concept declares no vocabulary)."))
+    consts = _public_constants(own)
+    if consts:
+        out.append(f"- Its plain constants, importable too: {', '.join(f'`{n}`' for n in consts)}.")
+    others = [(m, n) for m, n in reference_imports(c.id) if m != own]
+    let = [(m, n) for m, n in others if n and _guard_lets_through(m, n, allowed)]
+    stop = [(m, n) for m, n in others if not n or not _guard_lets_through(m, n, allowed)]
+    if let:
+        out.append(f"- What `reference/{c.id}.py` imports from other modules and you may import too: "
+                   + ", ".join(f"`{m}.{n}`" for m, n in let) + ".")
+    if stop:
+        out.append(f"- What `reference/{c.id}.py` imports from other modules and you may **not** "
+                   "(write your own, or take it from your own submission): "
+                   + ", ".join(f"`{m}.{n}`" if n else f"`{m}`" for m, n in stop) + ".")
+    named = [(m, n) for m, n in page_mentions(page)
+             if (m, n) not in others and not _guard_lets_through(m, n, allowed)]
+    if named:
+        out.append("- Named on this page (for what they compute) and not importable either: "
+                   + ", ".join(f"`{m}.{n}`" for m, n in named) + ".")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------------- bad input
+BADINPUT = ("<!-- badinput:begin -->", "<!-- badinput:end -->")
+BADINPUT_HEADING = "## Bad input: what must be rejected"
+
+# What the names a test's rows use stand for (the test maps them to objects), shown above its table.
+NOTES = {
+    "model/test_model.py::test_rejects_bad_input":
+        "`cache='a of b'` stands for a cache of `max_seq_len` b already holding a tokens, made by the "
+        "model's `new_cache` (`'float64 1 of 8'`: of a float64 model, `'2 layers 1 of 8'`: of a 2-layer "
+        "model); the model is a 1-layer float32 `ModelConfig(vocab_size=64, max_seq_len=16)` model, "
+        "every cache is compared before and after",
+    "radix/test_radix.py::test_rejects_bad_input":
+        "the cache has page_size 2, holds `[1, 2, 3, 4]` split after `[1, 2]` and a lock on `[1, 2]`; "
+        "`handle='unlocked'` stands for the handle of `[1, 2, 3, 4]` (no lock held on it), "
+        "`handle='foreign'` for a handle of another cache",
+    "paged/test_allocator.py::test_rejects_bad_input":
+        "a pool of 8 blocks of 4 slots, all in use: `'alpha'` (6 tokens) forked into `'beta'`, "
+        "`'gamma'` (9 tokens), `'delta'` (12); `'gone'` was allocated and freed, `'nobody'` never "
+        "allocated, `'omega'` is a new id",
+    **{f"prefix_cache/test_prefix_cache.py::test_{name}_rejects_bad_input":
+       "a pool of 6 blocks of 2 tokens: `'a'` holds `[1, 2, 3, 4, 5]` (3 blocks, all computed), `'b'` "
+       "holds `[7, 7]` (1 block, not computed)" for name in ("allocate", "mark_computed", "free", "lookup")},
+    "eviction/test_eviction.py::test_rejects_bad_input":
+        "an `LFU()` that tracks `'a'` (touched at 3 and 5) and `'b'` (touched at 5): its clock is at 5",
+}
+# The bad-input tests whose call is not ``assert_rejects(impl.get("<id>.<name>"), ...)``: what
+# they call, as shown on the page. ``{key}`` is filled from the row's arguments (and the key is
+# then not shown among the bad values); ``{args}`` shows a tuple as call arguments. A bad-input test
+# missing here (and not of that form) makes ``inferspec docs`` fail, naming it.
+CALLS = {
+    "model/test_model.py::test_rejects_bad_input": "model(tokens, cache=cache)",
+    "model/test_model.py::test_new_cache_rejects_bad_arguments": "model.new_cache",
+    "model/test_model.py::test_load_weights_rejects_bad_files": "load_weights",
+    "stopping/test_stopping.py::test_checker_rejects_bad_input":
+        "StopChecker(StopParams(eos_token_id=..., stop_token_ids=...), vocab)",
+    "stopping/test_stopping.py::test_append_rejects_bad_input": "StopChecker.append, mid-generation",
+    "stopping/test_stopping.py::test_append_after_finishing_rejected":
+        "StopChecker.append, after a stop string or max_tokens finished the generation",
+    "stopping/test_stopping.py::test_bad_appends_change_nothing":
+        "StopChecker.append, at a random point of a random generation",
+    "kv_bytes/test_kv_bytes.py::test_append_rejects_bad_input": "KVCache.append",
+    "kv_bytes/test_kv_bytes.py::test_overflow_raises_and_leaves_cache_unchanged": "KVCache.append",
+    "paged/test_allocator.py::test_rejects_bad_input": "BlockAllocator.{op}{args}",
+    "paged/test_allocator.py::test_pool_rejects_bad_sizes": "BlockAllocator",
+    "eviction/test_eviction.py::test_rejects_bad_input": "LFU().{method}",
+    "prefix_cache/test_prefix_cache.py::test_allocate_rejects_bad_input": "PrefixCache.allocate",
+    "prefix_cache/test_prefix_cache.py::test_mark_computed_rejects_bad_input": "PrefixCache.mark_computed",
+    "prefix_cache/test_prefix_cache.py::test_free_rejects_bad_input": "PrefixCache.free",
+    "prefix_cache/test_prefix_cache.py::test_lookup_rejects_bad_input": "PrefixCache.lookup",
+    "radix/test_radix.py::test_rejects_bad_input": "RadixCache.{method}",
+}
+
+
+class _Sym:
+    """A placeholder argument, shown by its name."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class _Key(list):
+    """A placeholder key of two symbolic tokens: ``[k0, k1]``."""
+
+    def __init__(self):
+        super().__init__([_Sym("k0"), _Sym("k1")])
+
+
+# State-machine tables of bad calls: (concept, module) -> (table name, class, how to build one
+# row's arguments from its ``make``, what the placeholders stand for).
+STATE_MACHINE_CALLS = {
+    ("radix", "test_state_machine"): (
+        "BAD_CALLS", "RadixCache", lambda make: make(_Key(), _Sym("foreign"), _Sym("foreign"))[0],
+        "`[k0, k1]` is a cached key (of any length), `foreign` a handle of another cache; the call must "
+        "raise the error type shown (the reference's) and leave the cache's sizes as they were"),
+    ("paged", "test_state_machine"): (
+        "BAD_CALLS", "BlockAllocator", lambda make: make(_Sym("seq"), _Sym("num_blocks")),
+        "`seq` is a live sequence, `num_blocks` the pool's size, `'s-new'` an id never used; the call "
+        "must raise the error type shown (the reference's) and leave the allocator's whole state as it "
+        "was"),
+}
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _show(v, depth: int = 0) -> str:
+    """A short, deterministic rendering of a bad value (no addresses, no random numbers)."""
+    import math
+    import numbers
+    from pathlib import PurePath
+
+    import numpy as np
+    import torch
+    if depth > 3:
+        return "…"
+    if v is None or isinstance(v, (bool, str, bytes)):
+        return _short(repr(v), 40)
+    if isinstance(v, np.generic):
+        return f"numpy.{type(v).__name__}({v.item()!r})"
+    if isinstance(v, int):
+        if abs(v) >= 2**16 and abs(v) == 2**(abs(v).bit_length() - 1):
+            return f"{'-' if v < 0 else ''}2**{abs(v).bit_length() - 1}"
+        if abs(v) >= 2**16 and abs(v) + 1 == 2**abs(v).bit_length():
+            return f"{'-' if v < 0 else ''}(2**{abs(v).bit_length()} - 1)"
+        return repr(v) if abs(v) < 10**12 else f"{v:.3e}"
+    if isinstance(v, float):
+        return "nan" if math.isnan(v) else (repr(v) if len(repr(v)) <= 10 else f"{v:.4g}")
+    if isinstance(v, (list, tuple)) and _holds(v, lambda x: isinstance(x, float) and len(repr(x)) > 10):
+        shape, x = [], v  # floats computed, not written in the test (maybe random): the shape only
+        while isinstance(x, (list, tuple)):
+            shape.append(len(x))
+            x = x[0] if x else None
+        return f"a {'×'.join(map(str, shape))} {type(v).__name__} of floats"
+    if isinstance(v, numbers.Number):
+        return repr(v)
+    if isinstance(v, torch.dtype):
+        return str(v)
+    if isinstance(v, torch.Tensor):
+        dtype = str(v.dtype).replace("torch.", "")
+        values = v.detach().cpu()
+        short = values.numel() <= 8 and not values.is_complex() and (
+            not values.is_floating_point()
+            or all(not math.isfinite(x) or len(repr(x)) <= 6 for x in values.reshape(-1).tolist()))
+        if short:
+            return f"tensor({values.tolist()}, {dtype})".replace("nan", "nan")
+        return f"tensor of shape {tuple(v.shape)}, {dtype}"
+    if isinstance(v, torch.Generator):
+        return f"torch.Generator({v.device.type})"
+    if isinstance(v, tuple) and hasattr(v, "_fields"):  # a NamedTuple
+        return _short(f"{type(v).__name__}(" + ", ".join(
+            f"{f}={_show(x, depth + 1)}" for f, x in zip(v._fields, v)) + ")", 80)
+    if isinstance(v, (list, tuple)):
+        inner = [_show(x, depth + 1) for x in v[:8]] + (["…"] if len(v) > 8 else [])
+        if isinstance(v, tuple):
+            return _short(f"({', '.join(inner)}{',' if len(v) == 1 else ''})")
+        return _short(f"[{', '.join(inner)}]") + (f" ({len(v)} items)" if len(v) > 8 else "")
+    if isinstance(v, (set, frozenset)):
+        return _short("{" + ", ".join(sorted(_show(x, depth + 1) for x in v)) + "}") if v else f"{type(v).__name__}()"
+    if isinstance(v, dict):
+        return _short("{" + ", ".join(f"{_show(k, depth + 1)}: {_show(x, depth + 1)}" for k, x in v.items()) + "}")
+    if isinstance(v, PurePath):
+        return f"a file {v.name!r}"
+    if isinstance(v, _Sym):
+        return v.name
+    if inspect.isclass(v):
+        return f"class {v.__name__}"
+    if callable(v) and inspect.isroutine(v):
+        return "a function"
+    if dataclasses_is(v):
+        import dataclasses
+        fields = []
+        for f in dataclasses.fields(v):
+            value = getattr(v, f.name)
+            if f.default is not dataclasses.MISSING and _same(value, f.default):
+                continue
+            if f.default_factory is not dataclasses.MISSING and _same(value, f.default_factory()):
+                continue
+            fields.append(f"{f.name}={_show(value, depth + 1)}")
+        return _short(f"{type(v).__name__}({', '.join(fields)})", 80)
+    name = type(v).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def dataclasses_is(v) -> bool:
+    import dataclasses
+    return dataclasses.is_dataclass(v) and not isinstance(v, type)
+
+
+def _errors(error) -> str:
+    return " or ".join(f"`{e.__name__}`" for e in (error if isinstance(error, tuple) else (error,)))
+
+
+def _code(text: str) -> str:
+    text = text.replace("|", "\\|")
+    return f"``{text}``" if "`" in text else f"`{text}`"
+
+
+def _same(a, b) -> bool:
+    """Equal values of the same types all the way down (``3.0`` is not ``3``; tensors by bits)."""
+    import torch
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        from conformance.badinput import _same_bits
+        return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and _same_bits(a, b)
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except Exception:
+        return False
+
+
+@dataclass
+class BadTable:
+    """The bad-input rows of one test (or one state-machine table)."""
+    where: str                     # "test_radix.py::test_rejects_bad_input"
+    call: str                      # shown; may hold {key} fields filled per row
+    rows: list                     # conformance.badinput.Bad
+    valid: dict | None = None      # the valid arguments the rows change, when known here
+    state: bool = False            # the test also compares the object's state
+    note: str = ""
+
+    def row_call(self, applied: dict) -> tuple[str, set[str]]:
+        keys = set(re.findall(r"{(\w+)}", self.call))
+        fields = {}
+        for k in keys:
+            v = applied.get(k, "?")
+            if k == "args" and isinstance(v, tuple):
+                fields[k] = "(" + ", ".join(_show(x) for x in v) + ")"
+            else:
+                fields[k] = v if isinstance(v, str) else _show(v)
+        return self.call.format(**fields), keys
+
+    def changed(self, bad, skip: set[str] = frozenset()) -> dict | None:
+        """The arguments the row changes (name -> bad value), None where that needs what only the
+        test has (a model, a file it writes)."""
+        change = bad.change
+        if callable(change):
+            try:
+                applied = change(dict(self.valid) if self.valid is not None else {})
+            except Exception:
+                return None
+        else:
+            applied = {**(self.valid or {}), **change}
+        base = self.valid or {}
+        return {k: v for k, v in applied.items() if k not in skip and (k not in base or not _same(v, base[k]))}
+
+    def bad_values(self, bad, skip: set[str]) -> str:
+        changed = self.changed(bad, skip)
+        if changed is None:
+            return "(built from the valid call: see the case)"
+        if not changed:
+            return "" if skip and not callable(bad.change) else "(the valid call: see the case)"
+        base = self.valid or {}
+        return ", ".join(_diff(k, v, base.get(k)) for k, v in changed.items())
+
+    def applied(self, bad) -> dict:
+        try:
+            return bad.apply(dict(self.valid) if self.valid is not None else {})
+        except Exception:
+            return dict(bad.change) if not callable(bad.change) else {}
+
+
+def _diff(name: str, bad, valid) -> str:
+    """``name=value``; a tensor that differs from the valid one in a few entries only: those."""
+    import torch
+    if (isinstance(bad, torch.Tensor) and isinstance(valid, torch.Tensor) and bad.shape == valid.shape
+            and bad.dtype == valid.dtype and bad.numel() > 8):
+        a, b = bad.detach().cpu(), valid.detach().cpu()
+        differ = ~((a == b) | (torch.isnan(a) & torch.isnan(b))) if a.is_floating_point() else a != b
+        where = differ.nonzero().tolist()
+        if 0 < len(where) <= 3:
+            return ", ".join(f"{name}[{', '.join(map(str, i))}]={_show(a[tuple(i)].item())}" for i in where)
+    if type(bad) is type(valid) and (dataclasses_is(bad) or hasattr(bad, "_fields")):
+        import dataclasses
+        names = [f.name for f in dataclasses.fields(bad)] if dataclasses_is(bad) else list(bad._fields)
+        fields = [f"{f}={_show(getattr(bad, f), 1)}" for f in names
+                  if not _same(getattr(bad, f), getattr(valid, f))]
+        return f"{name}={type(bad).__name__}({', '.join(fields)}{', ...' if len(fields) < len(names) else ''})"
+    return f"{name}={_show(bad)}"
+
+
+def _test_functions(module, tree) -> Iterator:
+    import ast
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            yield node, getattr(module, node.name, None)
+
+
+def _eval(node, module):
+    """The valid arguments a test passes to ``assert_rejects``, where they can be built here: a
+    module-level dict or function, a dict literal; ``device`` is the CPU. None when they need a
+    fixture (a model, the reference implementation)."""
+    import ast
+
+    import torch
+    scope = {**vars(module), "device": "cpu", "gen": torch.Generator().manual_seed(7)}
+    try:
+        value = eval(compile(ast.Expression(node), "<bad-input>", "eval"), scope)  # noqa: S307
+    except Exception:
+        return None
+    if callable(value) and not isinstance(value, type):
+        try:
+            value = value()
+        except Exception:
+            return None
+    return value if isinstance(value, dict) else None
+
+
+def _impl_get(node) -> str | None:
+    """``impl.get("x.name")`` -> "name"; ``impl.get("x.Name")()`` -> "Name()"."""
+    import ast
+    if isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Call):
+        inner = _impl_get(node.func)
+        return f"{inner}()" if inner else None
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "impl"
+            and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)):
+        return str(node.args[0].value).split(".", 1)[1]
+    return None
+
+
+def _inline_bad(node, module, where: str):
+    """A ``Bad(...)`` written in a test: evaluated in its module; where it uses the test's own
+    variables, its change shows their source text (``generator=gen``)."""
+    import ast
+
+    from conformance.badinput import Bad
+
+    def value(n):
+        return eval(compile(ast.Expression(n), where, "eval"), vars(module))  # noqa: S307
+    try:
+        return value(node)
+    except Exception:
+        pass
+    change_node = node.args[1] if len(node.args) > 1 else None
+    change = {}
+    if isinstance(change_node, ast.Call) and isinstance(change_node.func, ast.Name) and change_node.func.id == "dict":
+        change = {k.arg: _Sym(ast.unparse(k.value)) for k in change_node.keywords}
+    try:
+        words = tuple(value(node.args[3])) if len(node.args) > 3 else ()
+        return Bad(node.args[0].value, change, value(node.args[2]), words)
+    except Exception as exc:
+        raise ValueError(f"spec_tests/{where}: cannot read its Bad({node.args[0].value!r}, ...): {exc}") from exc
+
+
+def bad_tables(cid: str) -> list[BadTable]:
+    """Every bad-input table of concept ``cid``, in file and source order."""
+    import ast
+
+    from conformance.badinput import Bad
+    from conformance.registry import SPEC_DIR
+    tables: list[BadTable] = []
+    for path in sorted((SPEC_DIR / cid).glob("test_*.py")):
+        module = importlib.import_module(f"spec_tests.{cid}.{path.stem}")
+        tree = ast.parse(path.read_text())
+        for node, fn in _test_functions(module, tree):
+            where = f"{path.name}::{node.name}"
+            rows = [row for mark in getattr(fn, "pytestmark", ()) if mark.name == "parametrize"
+                    and mark.args and mark.args[0] == "bad" for row in mark.args[1]]
+            calls = [n for n in ast.walk(node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                     and n.func.id == "assert_rejects" and len(n.args) >= 3]
+            inline = [n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, ast.Call)
+                      and isinstance(n.func, ast.Name) and n.func.id == "Bad" and n.args
+                      and isinstance(n.args[0], ast.Constant)]  # not the decorator's table: that is rows
+            if not rows and not inline:
+                continue  # rows drawn from a table shown with another test
+            names = [_impl_get(n.args[0]) for n in calls]
+            call = CALLS.get(f"{cid}/{where}")
+            if call is None:
+                if not names or None in names:
+                    raise ValueError(f"spec_tests/{cid}/{where}: which call its bad-input rows are for is "
+                                     f"not impl.get(\"{cid}.<name>\"); name it in conformance/docs.py CALLS")
+                call = " and ".join(sorted(set(names), key=names.index))
+            valid = next((v for v in (_eval(n.args[1], module) for n in calls) if v is not None), None)
+            state = any(k.arg == "state" for n in calls for k in n.keywords)
+            note = NOTES.get(f"{cid}/{where}", "")
+            if any(m.name == "gpu" for m in getattr(fn, "pytestmark", ())):
+                note = "; ".join(filter(None, ("run on a GPU only", note)))
+            if rows:
+                tables.append(BadTable(where, call, list(rows), valid, state, note))
+            for n in inline:  # a Bad written in the test itself, not the parametrized table
+                tables.append(BadTable(where, call, [_inline_bad(n, module, where)], valid, state, note))
+        sm = STATE_MACHINE_CALLS.get((cid, path.stem))
+        table_names = [n for n in vars(module) if n == "BAD_CALLS"]
+        if table_names and sm is None:
+            raise ValueError(f"spec_tests/{cid}/{path.name}: BAD_CALLS is not described in "
+                             "conformance/docs.py STATE_MACHINE_CALLS")
+        if sm is not None:
+            name, cls, build, note = sm
+            rows = []
+            for i, (op, make, error, words) in enumerate(getattr(module, name)):
+                args = build(make)
+                shown = f"{cls}.{op}(" + ", ".join(_show(a) for a in args) + ")"
+                rows.append(Bad(shown, {"args": tuple(args)}, error, tuple(words)))
+            tables.append(BadTable(f"{path.name}::{name}", "", rows, None, True, note))
+    return _merged(tables)
+
+
+def _merged(tables: list[BadTable]) -> list[BadTable]:
+    """Adjacent tables of the same rows (one table, two functions) shown once."""
+    out: list[BadTable] = []
+    for t in tables:
+        last = out[-1] if out else None
+        if (last is not None and last.call and t.call and "{" not in t.call and len(last.rows) == len(t.rows)
+                and all(a is b for a, b in zip(last.rows, t.rows)) and last.state == t.state):
+            out[-1] = BadTable(f"{last.where}, {t.where.split('::')[1]}", f"{last.call} and {t.call}",
+                               last.rows, last.valid, last.state)
+        else:
+            out.append(t)
+    return out
+
+
+def _holds(value, found) -> bool:
+    """``found(x)`` for ``value`` or anything inside it (lists, tuples, dicts, dataclasses, tensors)."""
+    import dataclasses
+
+    import torch
+    if found(value):
+        return True
+    if isinstance(value, torch.Tensor):
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds(x, found) for x in value)
+    if isinstance(value, dict):
+        return any(_holds(x, found) for x in value.values())
+    if dataclasses_is(value):
+        return any(_holds(getattr(value, f.name), found) for f in dataclasses.fields(value))
+    return False
+
+
+def _is_bool(x) -> bool:
+    import torch
+    return isinstance(x, bool) or (isinstance(x, torch.Tensor) and x.dtype == torch.bool)
+
+
+def _is_nonfinite(x) -> bool:
+    import math
+
+    import torch
+    if isinstance(x, float):
+        return not math.isfinite(x)
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return bool((~torch.isfinite(x.detach().cpu())).any())
+    return False
+
+
+# Rules that hold across a concept's rows, stated once above its tables: (name, what a row's bad
+# values hold, or a word of its case, and the sentence).
+RULES = (
+    ("bool", _is_bool, re.compile(r"\bbools?\b", re.I),
+     "**A bool is not an int.** Python's `bool` is a subclass of `int`, so `isinstance(x, int)` alone "
+     "lets `True` through; these rows pass `True`/`False` (or a bool tensor) where a count, an id, a "
+     "number or an integer tensor is asked, and must be rejected with the error shown"),
+    ("nonfinite", _is_nonfinite, re.compile(r"\b(nan|[+-]?inf|infinite|infinity)\b", re.I),
+     "**NaN and infinities are rejected, not propagated**: these rows pass NaN or ±inf (or a tensor "
+     "holding one) and must be rejected with the error shown"),
+)
+
+
+def rule_rows(tables: list[BadTable]) -> dict[str, list[tuple[str, tuple[str, ...], str]]]:
+    """For each rule of RULES, the rows it covers: (call, words, error)."""
+    out: dict[str, list] = {name: [] for name, *_ in RULES}
+    for t in tables:
+        for bad in t.rows:
+            skip = set(re.findall(r"{(\w+)}", t.call))
+            changed, base = t.changed(bad, skip) or {}, t.valid or {}
+            if skip:  # the method a row calls, without its arguments
+                call = t.row_call({**t.applied(bad), "args": ""})[0].replace("()", "") if "args" in skip else \
+                    t.row_call(t.applied(bad))[0]
+            else:
+                call = t.call or bad.id.split("(")[0]
+            for name, found, word, _ in RULES:
+                if name == "bool" and TypeError not in (bad.error if isinstance(bad.error, tuple) else (bad.error,)):
+                    continue  # a bool where bools are legal, rejected for another reason
+                if word.search(bad.id) or any(_holds(v, found) and not (k in base and _holds(base[k], found))
+                                              for k, v in changed.items()):
+                    out[name].append((call, tuple(bad.words), _errors(bad.error)))
+    return out
+
+
+def bad_input_block(c: Concept) -> str:
+    tables = bad_tables(c.id)
+    out = [f"<!-- generated by `inferspec docs` from the Bad rows and BAD_CALLS tables of spec_tests/{c.id}/; "
+           "edit the tests, not this table -->"]
+    if not tables:
+        out.append("This concept's tests have no bad-input table.")
+        return "\n".join(out)
+    out.append(
+        "Each row is a call the tests make and the error it must raise (that type or a subclass), "
+        "whose message contains each listed word as a whole word, in any case. A rejected call "
+        "changes nothing: the tensors passed to it stay the same bit for bit, and where a table says "
+        "*state unchanged* the object's observable state is compared before and after too.")
+    for (name, _, _, sentence), rows in zip(RULES, rule_rows(tables).values()):
+        if not rows:
+            continue
+        by_call: dict[str, list[str]] = {}
+        for call, words, error in rows:
+            item = f"{'/'.join(f'`{w}`' for w in words)} ({error})"
+            if item not in by_call.setdefault(call, []):
+                by_call[call].append(item)
+        out += ["", f"{sentence}: " + "; ".join(f"{_code(call)}: {', '.join(items)}"
+                                                 for call, items in by_call.items()) + "."]
+    for t in tables:
+        out.append("")
+        if not t.call:  # a state machine's table: the call is in each row
+            out.append(f"**`{t.where}`** (random calls among valid ones, state unchanged): {t.note}.")
+            out += ["", "| call | raises | message names |", "|---|---|---|"]
+            for bad in t.rows:
+                out.append(f"| {_code(bad.id)} | {_errors(bad.error)} | {', '.join(_code(w) for w in bad.words)} |")
+            continue
+        fields = set(re.findall(r"{(\w+)}", t.call))
+        shown = re.sub(r"{(\w+)}", r"<\1>", t.call)
+        head = f"**{_code(shown)}** (`{t.where}`{', state unchanged' if t.state else ''})"
+        if t.valid is not None:
+            valid = ", ".join(f"{k}={_show(v)}" for k, v in t.valid.items())
+            if len(valid) <= 160:
+                head += f"; each row changes the valid arguments {_code(valid)}"
+        if t.note:
+            head += f"; {t.note}"
+        out += [head + ":", ""]
+        if fields:
+            out += ["| case | call | bad value | raises | message names |", "|---|---|---|---|---|"]
+        else:
+            out += ["| case | bad value | raises | message names |", "|---|---|---|---|"]
+        for bad in t.rows:
+            words = ", ".join(_code(w) for w in bad.words) or "—"
+            if fields:
+                call, skip = t.row_call(t.applied(bad))
+                value = t.bad_values(bad, skip)
+                out.append(f"| {bad.id.replace('|', '/')} | {_code(call)} | {_code(value) if value else '—'} | "
+                           f"{_errors(bad.error)} | {words} |")
+            else:
+                out.append(f"| {bad.id.replace('|', '/')} | {_code(t.bad_values(bad, set()))} | "
+                           f"{_errors(bad.error)} | {words} |")
+    return "\n".join(out)
+
+
+def _ensure_blocks(text: str) -> str:
+    """Add the imports and bad-input markers where a page lacks them: at the end of the contract
+    section (before the first ``## `` heading after the contract block, or at the end)."""
+    for markers, heading in ((IMPORTS, IMPORTS_HEADING), (BADINPUT, BADINPUT_HEADING)):
+        if markers[0] in text or markers[1] in text:
+            continue
+        block = f"{heading}\n{markers[0]}\n{markers[1]}\n"
+        nxt = text.find("\n## ", max(text.find(CONTRACT[1]), 0))
+        if nxt < 0:
+            text = f"{text.rstrip()}\n\n{block}"
+        else:
+            text = f"{text[:nxt + 1]}{block}\n{text[nxt + 1:]}"
+    return text
