@@ -142,15 +142,17 @@ def _pytest_args(args) -> list[str]:
     for folder in NOT_CONCEPTS:  # check runs the specification only, never the suite's own tests
         out += ["--ignore", str(SPEC_DIR / folder)]
     if not (PACKAGE_ROOT / "conftest.py").exists():  # installed without the repository
-        out += ["-p", "conformance.plugin", "--rootdir", str(PACKAGE_ROOT), "-o", "timeout=300"]
+        out += ["-p", "conformance.entry", "--rootdir", str(PACKAGE_ROOT), "-o", "timeout=300"]
     for impl in args.impl:
         out += ["--impl", impl]
     for c in args.concept:
         out += ["--concept", c]
     if args.profile:
         out += [f"--hypothesis-profile={args.profile}"]
-    if args.timeout is not None:
-        out += ["--timeout", f"{args.timeout:g}"]
+    if args.timeout is not None:  # the deadline of each call into the submission
+        out += ["--call-timeout", f"{args.timeout:g}"]
+    if getattr(args, "budget", None) is not None:
+        out += ["--budget", f"{args.budget:g}"]
     if args.memory is not None:
         out += ["--memory", f"{args.memory:g}"]
     if args.forbid_reference:
@@ -329,8 +331,12 @@ def _common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", choices=["quick", "dev", "ci", "thorough"], default=None,
                    help="Hypothesis profile (default: dev, or ci when CI=true; the bundled check: quick)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds one test may take (default 300); a submission's call past it is "
-                        "killed: its cell is 'timed out after S s'")
+                   help="seconds one call into your code may take (default 60); a call past it is "
+                        "killed and its concept's verdict is 'timed out after S s ... during <the call>'")
+    p.add_argument("--budget", type=float, default=None, metavar="S",
+                   help="seconds of examples one property may spend (default by profile: quick 60, dev "
+                        "120, ci 300, thorough 1800); past it the property starts no new example and "
+                        "stops shrinking: never a failure, a failing property shows its best example")
     p.add_argument("--memory", type=float, default=None, metavar="GB",
                    help="cap each submission worker's memory (address space) at GB gigabytes")
     p.add_argument("--forbid-reference", action="store_true",

@@ -140,24 +140,158 @@ class _JudgeBaseException(BaseException):
 
 
 # ------------------------------------------------------------------------------- the test clock
+MAX_LOGGED_CALLS = 60  # calls kept per example (the first few and the last ones)
+
+
+def _build_context():
+    """Hypothesis' context of the example running now (one object per example), or None outside
+    an example. ``is_final`` marks the replay of the failing example that Hypothesis reports."""
+    try:
+        from hypothesis import currently_in_test_context
+        from hypothesis.control import current_build_context
+        return current_build_context() if currently_in_test_context() else None
+    except Exception:  # noqa: BLE001  (an older or newer Hypothesis without these)
+        return None
+
+
 class _Clock:
-    """The current test and its deadline (set by the plugin around each test)."""
+    """The current test (set by the plugin around each test): its name; the deadline of each call
+    into a submission (``--call-timeout``); the test's budget of examples (``--budget``); and the
+    calls made into the submission in the current example, written as a session one can replay.
+
+    The budget never fails a test. Once it is spent, the first call of each new Hypothesis example
+    rejects that example (``hypothesis.reject()``), so generation ends and shrinking stops, quickly;
+    the replay of the failing example that Hypothesis reports (``is_final``) always runs."""
 
     def __init__(self):
-        self.test = ""
-        self.timeout: float | None = None
-        self.deadline: float | None = None
+        self.end()
 
-    def begin(self, test: str, timeout: float | None) -> None:
-        self.test, self.timeout = test, timeout
-        self.deadline = time.monotonic() + timeout if timeout else None
-
-    def extend(self, seconds: float) -> None:
-        if self.deadline is not None:
-            self.deadline += seconds
+    def begin(self, test: str, call_timeout: float | None, budget: float | None = None) -> None:
+        self.end()
+        self.test, self.timeout = test, call_timeout
+        self.budget = budget
+        self.budget_end = time.monotonic() + budget if budget else None
 
     def end(self) -> None:
-        self.test, self.timeout, self.deadline = "", None, None
+        self.test, self.timeout, self.budget = "", None, None
+        self.deadline: float | None = None
+        self.budget_end: float | None = None
+        self.example = None     # the Hypothesis context of the current example
+        self.examples = 0       # examples that called the submission
+        self.stopped = 0        # examples rejected because the budget was spent
+        self.calls: list[str] = []
+        self.dropped = 0
+        self.failures = 0       # examples that failed (as far as the wrappers saw)
+        self.best: tuple[list[str], int, str] | None = None  # calls, dropped, error of the smallest
+        self.names: dict[int, tuple[str, object]] = {}
+        self.counts: dict[str, int] = {}
+        self.logging = False
+
+    def extend(self, seconds: float) -> None:
+        """Time the harness spent (starting a worker) is not the submission's."""
+        if self.deadline is not None:
+            self.deadline += seconds
+        if self.budget_end is not None:
+            self.budget_end += seconds
+
+    # ---- one call
+    def enter(self, example: bool = True) -> None:
+        """A top-level call into the submission starts: its deadline is set; with ``example``, the
+        first call of a new example starts that example's log and is rejected if the budget is
+        spent."""
+        ctx = _build_context() if example else self.example
+        if ctx is not self.example:
+            self.example = ctx
+            self.calls, self.dropped, self.names, self.counts = [], 0, {}, {}
+            if ctx is not None:
+                self.examples += 1
+                if (self.budget_end is not None and time.monotonic() > self.budget_end
+                        and not getattr(ctx, "is_final", True)):
+                    raise BudgetSpent(self)
+        self.deadline = time.monotonic() + self.timeout if self.timeout else None
+
+    def example_failed(self, exc: BaseException) -> None:
+        """The current example failed with ``exc`` (reported by the spec's wrappers: see
+        :func:`watch_examples`); the smallest failing example so far is kept."""
+        self.failures += 1
+        text = f"{type(exc).__name__}: {str(exc).strip()}"
+        if self.best is None or len(self.calls) <= len(self.best[0]):
+            self.best = (list(self.calls), self.dropped, text)
+
+    def leave(self) -> None:
+        self.deadline = None
+
+    def log(self, line: str) -> None:
+        if len(self.calls) >= MAX_LOGGED_CALLS:
+            del self.calls[5]
+            self.dropped += 1
+        self.calls.append(line)
+
+    def name(self, proxy) -> str | None:
+        """The session name of a submission's object made in this example (``radix_cache_1``)."""
+        got = self.names.get(id(proxy))
+        return got[0] if got is not None and got[1] is proxy else None
+
+    def new_name(self, proxy) -> str:
+        cls = type(proxy).__qualname__
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in cls).lstrip("_") or "obj"
+        self.counts[snake] = self.counts.get(snake, 0) + 1
+        name = f"{snake}_{self.counts[snake]}"
+        self.names[id(proxy)] = (name, proxy)
+        return name
+
+    def session(self, calls: list[str] | None = None, dropped: int | None = None) -> str:
+        """The current example's calls (or the given ones), one per line: a Python session one
+        can paste."""
+        lines = list(self.calls if calls is None else calls)
+        dropped = self.dropped if dropped is None else dropped
+        if dropped:
+            lines.insert(5, f"# ... {dropped} calls not shown ...")
+        return "\n".join(lines)
+
+
+class BudgetSpent(BaseException):
+    """Raised at the first call of a new example once the test's time budget is spent: it ends the
+    test (a ``BaseException``: Hypothesis neither catches, retries nor shrinks it). The plugin
+    turns it into a pass when no example had failed, else into the failure of the smallest failing
+    example seen (its calls and error), Hypothesis having been stopped while shrinking."""
+
+    def __init__(self, clock: "_Clock"):
+        self.budget, self.examples, self.failures = clock.budget, clock.examples - 1, clock.failures
+        self.best = clock.best
+        self.error = clock.best[2] if clock.best else ""
+        self.calls = clock.session(clock.best[0], clock.best[1]) if clock.best else ""
+        if self.failures:
+            text = (f"the time budget ({self.budget:g} s) ran out while Hypothesis was shrinking a failing "
+                    f"example; the smallest found failed with {self.error}")
+        else:
+            text = f"the time budget ({self.budget:g} s) ran out after {self.examples} examples, all passed"
+        super().__init__(text)
+
+
+def watch_examples(fn):
+    """``fn`` (one example of a test: Hypothesis' ``inner_test``, a state machine's run) with its
+    failures reported to :data:`CLOCK`, which keeps the smallest failing example's calls."""
+    import functools
+
+    @functools.wraps(fn)
+    def watched(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            if not _is_hypothesis_control(exc):
+                CLOCK.example_failed(exc)
+            raise
+    return watched
+
+
+def _is_hypothesis_control(exc: BaseException) -> bool:
+    """Hypothesis' own signals (an assumption, a rejected example), not a failure."""
+    try:
+        from hypothesis.errors import UnsatisfiedAssumption
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(exc, UnsatisfiedAssumption)
 
 
 CLOCK = _Clock()
@@ -185,7 +319,7 @@ def describe(value: Any, limit: int = 80) -> str:
     if isinstance(value, torch.Tensor):
         return f"tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} on {value.device.type}"
     if isinstance(value, Proxy):
-        return f"<{type(value).__qualname__}>"
+        return CLOCK.name(value) or f"<{type(value).__qualname__}>"
     if isinstance(value, torch.nn.Module) or callable(value) and not isinstance(value, type):
         return f"<{type(value).__name__}>" if not hasattr(value, "__qualname__") else f"<{value.__qualname__}>"
     try:
@@ -1146,9 +1280,30 @@ class WorkerConnection(Peer):
         return CLOCK.deadline
 
     def request(self, op, body, opts=None, extra=False):
-        if self.depth == 0:
-            self.inflight = _describe_request(op, body)
-        return super().request(op, body, opts, extra)
+        if self.depth != 0:  # a call made while serving the submission's callback
+            return super().request(op, body, opts, extra)
+        self.inflight = _describe_request(op, body)
+        if CLOCK.logging or (op == "builtin" and body[0] in _UNLOGGED):  # the harness' own look
+            CLOCK.enter(example=False)
+            try:
+                return super().request(op, body, opts, extra)
+            finally:
+                CLOCK.leave()
+        # the call's deadline; a new example past the budget is rejected here (never while a
+        # worker starts or a name is resolved: that must finish)
+        CLOCK.enter(example=op not in ("start", "resolve"))
+        try:
+            out = super().request(op, body, opts, extra)
+        except SubmissionDied as died:
+            _log_call(op, body, note=died.verdict)
+            raise
+        except BaseException as exc:
+            _log_call(op, body, exc=exc)
+            raise
+        finally:
+            CLOCK.leave()
+        _log_call(op, body, value=out[0] if extra else out)
+        return out
 
     def _send(self, msg, received=None):
         sent = super()._send(msg, received)
@@ -1239,6 +1394,7 @@ class WorkerConnection(Peer):
 
 
 def _describe_request(op: str, body) -> str:
+    was, CLOCK.logging = CLOCK.logging, True  # a repr the description needs is not a logged call
     try:
         if op == "call":
             target, name, args, kwargs = body
@@ -1256,7 +1412,64 @@ def _describe_request(op: str, body) -> str:
             return describe_call(f"{body[0]}.{body[1]} in the submission's process", body[2], body[3])
     except Exception:  # noqa: BLE001
         pass
+    finally:
+        CLOCK.logging = was
     return op
+
+
+_UNLOGGED = frozenset({"repr", "str", "hash"})  # what pytest and Hypothesis ask to print a value
+_OPERATORS = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _session_label(obj) -> str:
+    """How the call log names a submission's object: its name in this example's session
+    (``radix_cache_1``), else the bare contract name it was resolved by (``RadixCache``)."""
+    if isinstance(obj, Proxy):
+        name = CLOCK.name(obj)
+        if name is not None:
+            return name
+        return _label_of(obj).rpartition(".")[2]
+    return describe(obj)
+
+
+def _log_call(op: str, body, value=None, exc: BaseException | None = None, note: str = "") -> None:
+    """Append one line to the current example's call log (:class:`_Clock`): the call as Python
+    source, then what it returned or raised."""
+    was, CLOCK.logging = CLOCK.logging, True  # a repr the description needs is not a logged call
+    try:
+        if op == "call":
+            target, name, args, kwargs = body
+            text = describe_call(_session_label(target) + (f".{name}" if name else ""), args, kwargs)
+        elif op == "getattr":
+            text = f"{_session_label(body[0])}.{body[1]}"
+        elif op == "setattr":
+            text = f"{_session_label(body[0])}.{body[1]} = {describe(body[2])}"
+        elif op == "builtin":
+            fname, target, args = body
+            if fname in _OPERATORS and len(args) == 1:
+                text = f"{_session_label(target)} {_OPERATORS[fname]} {describe(args[0])}"
+            else:
+                text = describe_call(fname, (target, *args), {})
+        elif op == "inside":
+            text = describe_call(f"{body[0]}.{body[1]}", body[2], body[3]) + "  # run in the submission's process"
+        else:  # starting the worker, resolving names: not calls of the student's code
+            return
+        if note:
+            line = f"{text}  # {note}"
+        elif exc is not None:
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            line = f"{text}  # raised {type(exc).__name__}" + (f": {first}" if first else "")
+        elif isinstance(value, Proxy) and CLOCK.name(value) is None:
+            line = f"{CLOCK.new_name(value)} = {text}"
+        elif value is None or op == "setattr":
+            line = text
+        else:
+            line = f"{text}  # -> {describe(value)}"
+        CLOCK.log(line)
+    except Exception:  # noqa: BLE001  (the log is a courtesy: never the cause of a failure)
+        pass
+    finally:
+        CLOCK.logging = was
 
 
 def _label_of(obj) -> str:

@@ -1,6 +1,7 @@
 """The pytest plugin: ``--impl``, ``--concept``, ``--report-json``, the ``impl`` fixture, the
-consistency checks and the per-concept report. Registered by the repository's root ``conftest.py``
-(and by ``inferspec check`` with ``-p conformance.plugin`` when installed without the repository).
+consistency checks and the per-concept report. Its options, and the decision to switch it on, live in
+``conformance/entry.py`` (the module pytest loads: the installed package's entry point, and the
+repository's root ``conftest.py``).
 
 A test's concept is the package it lives in (``spec_tests/attention/test_x.py`` -> ``attention``);
 tests elsewhere may name one with ``@pytest.mark.concept("id")``. Tests in ``spec_tests/suite``
@@ -19,6 +20,7 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -35,40 +37,12 @@ REFERENCE = pytest.StashKey[Implementation]()
 RESULTS = pytest.StashKey[report.Results]()
 CONCEPT_FILTER = pytest.StashKey[set]()
 EXPLICIT_IMPLS = pytest.StashKey[bool]()
-TEST_TIMEOUT = pytest.StashKey[float]()
 SUITE = "suite"
-BACKSTOP_S = 60  # pytest-timeout's limit for a submission's test is the test's timeout + this
+DEFAULT_CALL_TIMEOUT_S = 60.0  # --call-timeout: one call into a submission
 
 
 class NotRun(pytest.skip.Exception):
     """A test of a cell whose worker is gone (crashed, timed out, ...): skipped, counted apart."""
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    g = parser.getgroup("inferspec", "inferspec conformance")
-    g.addoption("--impl", action="append", default=[], metavar="MODULE_OR_PATH",
-                help="implementation to check: a module name, a .py file/package path or "
-                     "mutant:<concept>.<name>; repeatable; default $INFERSPEC_IMPL "
-                     "(comma-separated) or the bundled 'reference' and 'optimized'")
-    g.addoption("--concept", action="append", default=[], metavar="ID",
-                help="only these concepts (repeatable or comma-separated); see `inferspec list`")
-    g.addoption("--report-json", default=None, metavar="PATH",
-                help="write the per-concept report as JSON")
-    g.addoption("--no-report", action="store_true", help="do not print the per-concept table")
-    g.addoption("--run-slow", action="store_true", help="also run the cases marked slow")
-    g.addoption("--forbid-reference", action="store_true",
-                help="a submission may not import reference/ or optimized/ (only the data types "
-                     "the concepts declare as vocabulary); an attempt is its cell's verdict")
-    g.addoption("--memory", type=float, default=None, metavar="GB",
-                help="cap each submission worker's address space (RLIMIT_AS) at GB gigabytes; "
-                     "exceeding it is the verdict 'out of memory'")
-    g.addoption("--in-process", action="store_true",
-                help="run submissions in pytest's own process (for a debugger; a crash of the "
-                     "submission then ends the run)")
-    g.addoption("--first-failure-per-concept", action="store_true",
-                help="once a concept has failed for an implementation, skip its remaining tests "
-                     "for that implementation (the verdict is already 'failed'; used by the "
-                     "mutant power run)")
 
 
 def _cuda_available() -> bool:
@@ -140,19 +114,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         isolation._POOL.shutdown()
 
 
-def _configured_timeout(config: pytest.Config) -> float | None:
-    """pytest-timeout's per-test limit (``--timeout S`` or the ini ``timeout``), if any."""
-    value = config.getoption("timeout", None)
-    if value is None:
-        try:
-            value = config.getini("timeout")
-        except ValueError:
-            value = None
-    try:
-        value = float(value) if value not in (None, "") else None
-    except (TypeError, ValueError):
-        value = None
-    return value or None
+def call_timeout_s(config: pytest.Config) -> float:
+    """Seconds one call into a submission may take (``--call-timeout``; ``inferspec check
+    --timeout``)."""
+    return float(config.getoption("call_timeout", None) or DEFAULT_CALL_TIMEOUT_S)
+
+
+def budget_s(config: pytest.Config) -> float:
+    """Seconds of examples one test may spend on a submission (``--budget``, else the profile's)."""
+    given = config.getoption("budget", None)
+    if given:
+        return float(given)
+    from hypothesis import settings
+    return profiles.budget(settings.get_current_profile_name())
+
+
+def backstop_s(call_timeout: float, budget: float) -> float:
+    """pytest-timeout's limit for a submission's test: past the budget the examples under way
+    finish (each call within its deadline), and no new one starts."""
+    return 2 * budget + 2 * call_timeout + 60
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -221,17 +201,48 @@ def _is_bad_input(item: pytest.Item) -> bool:
     return cs is not None and isinstance(cs.params.get("bad"), Bad)
 
 
-def _died_in(exc: BaseException | None, depth: int = 0):
-    """The SubmissionDied in an exception, its cause/context chain or its group's leaves."""
+def _found_in(exc: BaseException | None, kind: type, depth: int = 0):
+    """The ``kind`` exception in an exception, its cause/context chain or its group's leaves
+    (Hypothesis may raise its own error while one of ours propagates, e.g. a state machine's
+    ``FlakyStrategyDefinition`` when an example ends early)."""
     if exc is None or depth > 8:
         return None
-    if isinstance(exc, isolation.SubmissionDied):
+    if isinstance(exc, kind):
         return exc
     for sub in getattr(exc, "exceptions", None) or ():
-        found = _died_in(sub, depth + 1)
+        found = _found_in(sub, kind, depth + 1)
         if found is not None:
             return found
-    return _died_in(exc.__cause__ or exc.__context__, depth + 1)
+    return _found_in(exc.__cause__ or exc.__context__, kind, depth + 1)
+
+
+def _died_in(exc: BaseException | None):
+    """The SubmissionDied in an exception (see :func:`_found_in`)."""
+    return _found_in(exc, isolation.SubmissionDied)
+
+
+def test_kind(item: pytest.Item) -> str:
+    """What a test is, for choosing which failure a cell shows first (report.KIND_RANK): a bad-input
+    case, a state machine (its body runs conformance.stateful.run_as_test), a Hypothesis property,
+    or a fixed example."""
+    if _is_bad_input(item):
+        return "bad input"
+    fn = getattr(item, "function", None)
+    if "run_as_test" in getattr(getattr(fn, "__code__", None), "co_names", ()):
+        return "state machine"
+    from hypothesis import is_hypothesis_test
+    return "property" if is_hypothesis_test(getattr(item, "obj", None)) else "example"
+
+
+def rule_of(item: pytest.Item) -> str:
+    """The rule a test checks: its docstring's first paragraph, without the suite's own notes
+    ("Mutant: ..." names the planted bug it catches)."""
+    import inspect
+    doc = inspect.getdoc(getattr(item, "function", None)) or ""
+    para = " ".join(doc.split("\n\n", 1)[0].split())
+    sentences = [x for x in re.split(r"(?<=[.!?])\s+", para) if x and not x.startswith(("Mutant", "Pins", "Pinned"))]
+    text = " ".join(sentences)
+    return text if len(text) <= 400 else text[:397] + "..."
 
 
 def _skip_reason(rep) -> str:
@@ -311,16 +322,14 @@ class _Session:
         profile = settings.get_current_profile_name()
         slow_ok = config.getoption("run_slow") or profile == "thorough"
         heavy_ok = slow_ok or profile == "ci"
-        default_timeout = _configured_timeout(config)
+        call_timeout, budget = call_timeout_s(config), budget_s(config)
+        asked = config.getoption("timeout", None)  # pytest-timeout's --timeout, when given
         for it in items:
-            marker = it.get_closest_marker("timeout")
-            timeout = float(marker.args[0]) if marker and marker.args else default_timeout
-            if timeout:
-                it.stash[TEST_TIMEOUT] = timeout
             impl = impl_obj(it)
             if impl is not None and impl.isolated:
-                if timeout:  # our deadline ends the call; pytest-timeout is the backstop
-                    it.add_marker(pytest.mark.timeout(timeout + BACKSTOP_S))
+                # a submission's test ends by its own clock (the call deadline, then the budget);
+                # pytest-timeout is only the backstop for the harness itself
+                it.add_marker(pytest.mark.timeout(float(asked) if asked else backstop_s(call_timeout, budget)))
             if "gpu" in it.keywords and not cuda:
                 it.add_marker(pytest.mark.skip(reason="needs a CUDA GPU (none here); runs natively on the H200"))
             if "slow" in it.keywords and not slow_ok:
@@ -330,34 +339,49 @@ class _Session:
                                                       "--hypothesis-profile=thorough"))
 
     def _reproduce(self, item: pytest.Item, impl: Implementation | None) -> str:
-        """A command that reruns this test from any folder: absolute paths, the repository as
-        rootdir, the options that change the outcome."""
+        """A command that replays this failure from any folder: absolute paths, the Hypothesis
+        profile and seed of this run (a submission's check always has one: conformance/entry.py),
+        and every option that changes the outcome."""
+        from hypothesis import settings
         test = item.nodeid.split("::", 1)[1] if "::" in item.nodeid else ""
         target = str(Path(str(item.path)).resolve()) + (f"::{test}" if test else "")
-        cmd = ["pytest", target, "--rootdir", str(ROOT)]
-        if not (ROOT / "conftest.py").exists():
-            cmd += ["-p", "conformance.plugin"]
+        cmd = ["pytest", target, "--rootdir", str(ROOT), "-p", "no:cacheprovider"]
+        profile = settings.get_current_profile_name()
+        for base in profiles.PROFILES:  # Hypothesis derives e.g. "dev-with-verbose-verbosity"
+            if profile.startswith(base + "-"):
+                profile = base
+        cmd.append(f"--hypothesis-profile={profile}")
+        seed = self.config.getoption("hypothesis_seed", None)
+        if seed is not None:
+            cmd.append(f"--hypothesis-seed={seed}")
         if impl is not None:
             spec = impl.spec
             cmd += ["--impl", str(Path(spec).resolve()) if _looks_like_path(spec) else spec]
             if impl.isolated:
-                if self.config.getoption("forbid_reference"):
+                opt = self.config.getoption
+                if opt("forbid_reference"):
                     cmd.append("--forbid-reference")
-                if self.config.getoption("memory"):
-                    cmd += ["--memory", f"{self.config.getoption('memory'):g}"]
-                if self.config.getoption("timeout", None):
-                    cmd += ["--timeout", f"{float(self.config.getoption('timeout')):g}"]
+                for name in ("memory", "call_timeout", "budget"):
+                    if opt(name, None):
+                        cmd += [f"--{name.replace('_', '-')}", f"{float(opt(name)):g}"]
+            elif self.config.getoption("in_process") and _looks_like_path(impl.spec):
+                cmd.append("--in-process")
         return shlex.join(cmd)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call):
         rep = yield
         concept, impl = concept_of(item), impl_obj(item)
+        exc = call.excinfo.value if call.excinfo is not None else None
+        budget = _found_in(exc, isolation.BudgetSpent)
+        if budget is not None and not budget.failures:  # every example passed: the test passes
+            rep.outcome, rep.longrepr = "passed", None
+            rep.sections.append(("inferspec: time budget", str(budget)))
+            exc = None
         rep.inferspec_concept = concept
         rep.inferspec_impl = impl.name if impl is not None else None
         rec = {"concept": concept, "impl": rep.inferspec_impl, "nodeid": rep.nodeid, "when": rep.when,
-               "outcome": rep.outcome, "bad_input": _is_bad_input(item)}
-        exc = call.excinfo.value if call.excinfo is not None else None
+               "outcome": rep.outcome, "bad_input": _is_bad_input(item), "kind": test_kind(item)}
         if rep.skipped:
             if isinstance(exc, NotImplementedInImpl):
                 rec["not_implemented"], rec["stubbed"] = list(exc.names), bool(exc.stubbed)
@@ -375,9 +399,23 @@ class _Session:
                 cell_died = impl.submission.verdict(concept)
                 if cell_died is not None and cell_died.test == item.nodeid:
                     died = cell_died
-            rec["failure"] = report.failure_record(died or exc, rep.nodeid, reproduce, rep.longreprtext or "")
+            rec["failure"] = report.failure_record(died or budget or exc, rep.nodeid, reproduce,
+                                                   rep.longreprtext or "")
             if died is not None:
                 rec["verdict"], rec["verdict_kind"] = died.verdict, died.kind
+            if budget is not None:  # stopped while shrinking: the smallest failing example seen
+                rec["failure"]["calls"] = budget.calls
+            elif impl is not None and impl.isolated and isolation.CLOCK.calls:
+                # the calls of the example that failed (Hypothesis' replay of it runs last)
+                rec["failure"]["calls"] = isolation.CLOCK.session()
+            rec["failure"]["rule"] = rule_of(item)
+            calls = rec["failure"].get("calls") or ""
+            rec["failure"]["ncalls"] = len(calls.splitlines())
+            if calls:
+                rep.sections.append(("inferspec: the calls into the submission (the failing example)",
+                                     rec["failure"]["calls"]))
+        if budget is not None:
+            rec["budget"] = {"seconds": budget.budget, "examples": budget.examples, "failed": bool(budget.failures)}
         if impl is not None and impl.isolated and rep.when == "call":
             text, dropped = impl.submission.take_output(concept)
             if rep.failed and (text or dropped):
@@ -386,6 +424,22 @@ class _Session:
                 rep.sections.append(("inferspec: the submission printed", rec["output"]))
         rep.user_properties.append((report.KEY, rec))
         return rep
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        """A submission's Hypothesis test runs each example through :func:`isolation.watch_examples`
+        (Hypothesis' documented ``.hypothesis.inner_test`` hook), so the clock knows which examples
+        failed; the spec's state machines do the same through conformance/stateful.py."""
+        impl = impl_obj(item)
+        handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+        if impl is None or not impl.isolated or not hasattr(handle, "inner_test"):
+            return (yield)
+        inner = handle.inner_test
+        handle.inner_test = isolation.watch_examples(inner)
+        try:
+            return (yield)
+        finally:
+            handle.inner_test = inner
 
     def pytest_runtest_logreport(self, report) -> None:
         self.config.stash[RESULTS].record(report)
@@ -401,7 +455,7 @@ class _Session:
             died = impl.submission.verdict(concept)
             if died is not None:
                 raise NotRun(f"not run: {died.verdict} in {died.test.split('::')[-1]}")
-            isolation.CLOCK.begin(item.nodeid, item.stash.get(TEST_TIMEOUT, None))
+            isolation.CLOCK.begin(item.nodeid, call_timeout_s(self.config), budget_s(self.config))
 
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
         isolation.CLOCK.end()

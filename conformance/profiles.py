@@ -38,6 +38,22 @@ settings.register_profile("pins", max_examples=1, report_multiple_bugs=False, ph
 
 PROFILES = ("dev", "quick", "ci", "thorough", "mutants", "pins")
 
+# Seconds of examples one test may spend on a submission under each profile (``--budget``
+# overrides): past it the test starts no new example and stops shrinking (conformance/isolation.py
+# _Clock). A correct submission then passes with the examples it ran; a failing one shows the best
+# counterexample found. Generous: the bundled reference's slowest test under `thorough` (the radix
+# state machine, in isolation) takes about a quarter of its budget.
+BUDGET_S = {"quick": 60.0, "dev": 120.0, "ci": 300.0, "thorough": 1800.0, "mutants": 120.0, "pins": 60.0}
+
+
+def budget(profile: str) -> float:
+    """The time budget of one test on a submission under ``profile`` (a profile of ours or one
+    derived from it by Hypothesis' options, e.g. ``dev-with-verbose-verbosity``)."""
+    for name, seconds in BUDGET_S.items():
+        if profile == name or profile.startswith(name + "-"):
+            return seconds
+    return BUDGET_S["dev"]
+
 
 def default_profile() -> str:
     """``INFERSPEC_PROFILE`` if set, else ``ci`` when CI=true, else ``dev``."""
@@ -51,3 +67,4 @@ def load(name: str | None = None) -> str:
     name = name or default_profile()
     settings.load_profile(name)
     return name
+

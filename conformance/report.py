@@ -26,7 +26,6 @@ KEY = "inferspec"
 # Verdicts of a submission's worker, in the order the table shows them.
 DEATHS = ("import failed", "forbidden", "crashed", "exited", "out of memory", "timed out")
 _EXAMPLE_NOTE = re.compile(r"^\s*(Falsifying|Failing)\b")
-_BLOB = re.compile(r"@reproduce_failure\([^)]*\)")
 
 
 @dataclass
@@ -37,6 +36,9 @@ class Failure:
     reproduce: str
     failures: list = field(default_factory=list)   # [{"error": first line, "example": ...}] per distinct failure
     output: str = ""                               # what the submission printed (capped)
+    rule: str = ""                                 # the test's docstring, first sentence: the rule it checks
+    kind: str = ""                                 # example / property / state machine / bad input
+    calls: str = ""                                # the failing example's calls into the submission
 
 
 @dataclass
@@ -55,6 +57,8 @@ class Cell:
     verdict_kind: str | None = None
     verdict_test: str = ""
     first_is_death: bool = False  # the first failure was the worker's death (else a real failure came first)
+    failing: list = field(default_factory=list)  # every failing test: {"test", "error", "rule", "kind"}
+    _rank: tuple = ()             # the shown failure's rank (see KIND_RANK)
 
     @property
     def status(self) -> str:
@@ -79,6 +83,18 @@ class Cell:
     @property
     def missing(self) -> list[str]:
         return [n for n in self.not_implemented if n not in self.stubbed]
+
+
+# Which failure a cell shows first: the most specific rule that broke. A fixed example of one rule
+# names it best; a property next; a state machine mixes every rule; a bad-input test fails too when
+# the probe after the rejected call meets another bug. Among equals, the failing example that made
+# the fewest calls into the submission, then the order the tests ran.
+KIND_RANK = {"example": 0, "property": 1, "state machine": 2, "bad input": 3}
+
+
+def failure_rank(rec: dict, seq: int) -> tuple:
+    f = rec.get("failure") or {}
+    return (KIND_RANK.get(rec.get("kind", ""), 1), f.get("ncalls") or 0, seq)
 
 
 # ------------------------------------------------------------------------------- records
@@ -115,14 +131,6 @@ def _example_of(exc: BaseException) -> str:
     return ""
 
 
-def _blob_of(exc: BaseException) -> str:
-    for note in getattr(exc, "__notes__", None) or []:
-        m = _BLOB.search(str(note))
-        if m:
-            return m.group(0)
-    return ""
-
-
 def failure_record(exc: BaseException, nodeid: str, reproduce: str, longrepr: str = "") -> dict:
     """The failure of a test, read from the exception (never from rendered text): each distinct
     failure of an exception group with its first line and its example (Hypothesis's note
@@ -150,9 +158,6 @@ def failure_record(exc: BaseException, nodeid: str, reproduce: str, longrepr: st
         body = first["message"].strip().splitlines()
         error = f"{_type_name(leaves[0])}: " + "\n".join(body[:6]) if body else first["error"]
     example = first["example"] or _example_of(exc)
-    blob = _blob_of(leaves[0]) or _blob_of(exc)
-    if blob:
-        reproduce += f"\n(or decorate the test with {blob})"
     return {"test": nodeid, "error": error.strip()[:3000], "example": example[:4000], "reproduce": reproduce,
             "failures": [{"error": f["error"][:500], "example": f["example"]} for f in failures[:8]]}
 
@@ -192,12 +197,19 @@ class Results:
             if rec.get("verdict") and cell.verdict is None:
                 cell.verdict, cell.verdict_kind = rec["verdict"], rec["verdict_kind"]
                 cell.verdict_test = rec["nodeid"]
-            if cell.first_failure is None and rec.get("failure"):
-                cell.first_is_death = bool(rec.get("verdict"))
-                f = rec["failure"]
-                cell.first_failure = Failure(test=f["test"], error=f["error"], example=f["example"],
-                                             reproduce=f["reproduce"], failures=f.get("failures", []),
-                                             output=rec.get("output", ""))
+            f = rec.get("failure")
+            if f:
+                cell.failing.append({"test": f["test"], "error": _first_line(f["error"]), "rule": f.get("rule", ""),
+                                     "kind": rec.get("kind", "")})
+                rank = failure_rank(rec, len(cell.failing))
+                death = bool(rec.get("verdict"))
+                # a death shown first stays first (the cell's verdict); otherwise the most specific rule
+                if cell.first_failure is None or (not cell.first_is_death and not death and rank < cell._rank):
+                    cell.first_is_death, cell._rank = death, rank
+                    cell.first_failure = Failure(test=f["test"], error=f["error"], example=f["example"],
+                                                 reproduce=f["reproduce"], failures=f.get("failures", []),
+                                                 output=rec.get("output", ""), rule=f.get("rule", ""),
+                                                 kind=rec.get("kind", ""), calls=f.get("calls", ""))
         elif outcome == "skipped":
             names = rec.get("not_implemented") or []
             if names:
@@ -239,6 +251,7 @@ class Results:
                 if cell is None:
                     continue
                 d = asdict(cell)
+                d.pop("_rank", None)
                 d["status"] = cell.status
                 d["text"] = cell_text(cell, concept, impl)
                 d["only_bad_input"] = cell.only_bad_input
@@ -322,16 +335,34 @@ def print_table(results: Results, terminalreporter=None, file=None) -> None:
         if cell.first_failure is None:
             continue
         f = cell.first_failure
-        console.print(f"[bold red]{concept} / {impl}[/]: first failure [bold]{f.test}[/]", soft_wrap=True)
+        console.print(f"[bold red]{concept} / {impl}[/]: {'FAILED' if not cell.first_is_death else cell.verdict_kind} "
+                      f"[bold]{f.test}[/]", soft_wrap=True)
         # Everything below is printed as is: never wrapped, never parsed as markup.
+        if f.rule:
+            console.print(f"  the rule: {f.rule}", markup=False, soft_wrap=True)
         console.print("  " + "\n  ".join(f.error.splitlines()[:8]), markup=False, soft_wrap=True)
+        if f.calls:  # the failing example as the calls made into the submission: paste into a REPL
+            module = Path(impl.rstrip("'")).stem
+            console.print(f"  the calls into {impl} (the failing example), in order:\n"
+                          f"    from {module} import *\n    " + f.calls.replace("\n", "\n    "),
+                          markup=False, soft_wrap=True)
         examples = [x for x in f.failures if x.get("example")] or ([{"example": f.example}] if f.example else [])
-        for x in examples[:4]:
-            console.print("  " + x["example"].replace("\n", "\n  "), markup=False, soft_wrap=True)
+        if not (f.calls and f.kind == "state machine"):  # a state machine's draws say less than its calls
+            for x in examples[:4]:
+                console.print("  " + x["example"].replace("\n", "\n  "), markup=False, soft_wrap=True)
         if f.output:
             console.print("  the submission printed:\n    " + f.output.rstrip().replace("\n", "\n    "),
                           markup=False, soft_wrap=True)
         if f.reproduce:
             console.print("  reproduce: " + f.reproduce.replace("\n", "\n  "), markup=False, soft_wrap=True)
+        others = [x for x in cell.failing if x["test"] != f.test]
+        if others:
+            console.print(f"  {len(others)} more failing test{'s' if len(others) > 1 else ''} of {concept}:",
+                          markup=False, soft_wrap=True)
+            for x in others[:15]:
+                name = _short_test(x["test"], impl)
+                console.print(f"    {name}: {x['error'][:140]}", markup=False, soft_wrap=True)
+            if len(others) > 15:
+                console.print(f"    ... and {len(others) - 15} more (pytest's log has them all)", markup=False)
     for nodeid in results.suite_failed:
         console.print(f"[bold red]suite test failed[/]: {nodeid}", soft_wrap=True)

@@ -32,8 +32,9 @@ import itertools
 from typing import NamedTuple
 
 from hypothesis import Phase, event, settings, strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from conformance.stateful import run_as_test
 
 ERRORS = (TypeError, ValueError, KeyError)
 SEQS = ("s0", "s1", "s2", "s3", 40, 41)  # a small universe: ids collide, freed ids come back
@@ -476,5 +477,5 @@ def run_machine(machine) -> None:
     phases = tuple(p for p in settings().phases if p is not Phase.explain)
     # One bug, shrunk once: shrinking several distinct errors of a buggy implementation
     # multiplies the time a student waits (measured: minutes on a 2-core machine).
-    run_state_machine_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases,
+    run_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases,
                                                          report_multiple_bugs=False))

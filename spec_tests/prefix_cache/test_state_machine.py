@@ -22,9 +22,9 @@ free, lookup, and invalid calls -- and after every step checks
 from __future__ import annotations
 
 from hypothesis import Phase, event, settings, strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from conformance.stateful import run_as_test
 from spec_tests.prefix_cache.oracle import hit_bound, resident_hits
 from spec_tests.prefix_cache.strategies import EXTRA_KEYS, prompts
 
@@ -159,4 +159,4 @@ def test_state_machine(impl, reference):
     machine = type("PrefixCacheMachineFor", (PrefixCacheMachine,), {"impl": impl, "ref": reference})
     steps = 80 if settings.get_current_profile_name() == "thorough" else 40
     phases = tuple(p for p in settings().phases if p is not Phase.explain)
-    run_state_machine_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases))
+    run_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases))

@@ -25,9 +25,9 @@ import itertools
 from dataclasses import dataclass
 
 from hypothesis import Phase, event, settings, strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
-                                 run_state_machine_as_test)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from conformance.stateful import run_as_test
 from spec_tests.radix.model import Model
 from spec_tests.radix.strategies import (BIG_TOKEN, POLICIES, derived_keys, namespaces, page_sizes,
                                          policy_names, slot_bases, tokens_alphabet)
@@ -328,4 +328,4 @@ def test_state_machine(impl, reference):
     machine = type("RadixMachineFor", (RadixMachine,), {"impl": impl, "ref": reference})
     steps = 80 if settings.get_current_profile_name() == "thorough" else 40
     phases = tuple(p for p in settings().phases if p is not Phase.explain)
-    run_state_machine_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases))
+    run_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases))

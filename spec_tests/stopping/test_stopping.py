@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import example, given, settings, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from conformance.stateful import run_as_test
 from conformance.badinput import Bad, assert_rejects, bad_cases
 from spec_tests.stopping.strategies import StopCase, stop_cases
 
@@ -348,7 +349,7 @@ class StopMachine(RuleBasedStateMachine):
 def test_state_machine(impl, reference):
     """Random appends (valid, unknown, after finishing) against the reference, with invariants."""
     machine = type("StopMachineFor", (StopMachine,), {"impl": impl, "ref": reference})
-    run_state_machine_as_test(machine, settings=settings(stateful_step_count=30))
+    run_as_test(machine, settings=settings(stateful_step_count=30))
 
 
 # --- bad input -------------------------------------------------------------------------------
