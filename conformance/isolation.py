@@ -206,7 +206,7 @@ class _Clock:
             if ctx is not None:
                 self.examples += 1
                 if (self.budget_end is not None and time.monotonic() > self.budget_end
-                        and not getattr(ctx, "is_final", True)):
+                        and self.examples > 1 and not getattr(ctx, "is_final", True)):  # one example at least
                     raise BudgetSpent(self)
         self.deadline = time.monotonic() + self.timeout if self.timeout else None
 

@@ -58,6 +58,7 @@ class Cell:
     verdict_test: str = ""
     first_is_death: bool = False  # the first failure was the worker's death (else a real failure came first)
     failing: list = field(default_factory=list)  # every failing test: {"test", "error", "rule", "kind"}
+    budget_stops: int = 0         # passing tests that ran fewer examples: their time budget ran out
     _rank: tuple = ()             # the shown failure's rank (see KIND_RANK)
 
     @property
@@ -190,6 +191,8 @@ class Results:
         outcome = rec["outcome"]
         if rec["when"] == "call" and outcome == "passed":
             cell.passed += 1
+            if rec.get("budget"):
+                cell.budget_stops += 1
             if rec.get("bad_input"):
                 cell.passed_bad_input += 1
         elif outcome == "failed":
@@ -299,7 +302,8 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
             extra += f", stubbed {_names(cell.stubbed)}"
         skipped = f", {cell.skipped} skipped" if cell.skipped else ""
         only = ", only bad-input tests passed" if cell.only_bad_input else ""
-        return f"{status} ({cell.passed}{skipped}{only}{extra})"
+        budget = f", {cell.budget_stops} cut short by the time budget" if cell.budget_stops else ""
+        return f"{status} ({cell.passed}{skipped}{only}{budget}{extra})"
     if status == "failed":
         then = f" (then {cell.verdict} in {_short_test(cell.verdict_test, impl)})" if cell.verdict else ""
         return f"FAILED {_short_test(cell.first_failure.test, impl) if cell.first_failure else ''}{then}"

@@ -43,7 +43,8 @@ def test_check_shows_progress_per_concept_then_the_table_and_a_log(jobs):
 def test_check_of_a_bug_fails_and_names_it():
     r = _run(["-m", "conformance", "check", "mutant:kv_bytes.missing_factor_two", "--concept", "kv_bytes"])
     assert r.returncode == 1, r.stdout[-2000:]
-    assert "first failure" in r.stdout and "reproduce:" in r.stdout and re.search(r"\d+ failed", r.stdout)
+    assert "kv_bytes / kv_bytes__missing_factor_two: FAILED" in r.stdout and "the rule: " in r.stdout, r.stdout[-2000:]
+    assert "reproduce:" in r.stdout and re.search(r"\d+ failed", r.stdout)
     # a submission is checked with the dev profile (the bundled check alone uses quick)
     assert "profile dev" in r.stdout or "profile ci" in r.stdout
 

@@ -91,14 +91,14 @@ def _write(folder: Path, name: str, body: str) -> Path:
 
 @pytest.fixture(scope="module")
 def hostile_run(tmp_path_factory):
-    """One run: the reference and every hostile submission, kv_bytes and attention, --timeout 5."""
+    """One run: the reference and every hostile submission, kv_bytes and attention, --call-timeout 5."""
     folder = tmp_path_factory.mktemp("hostile")
     paths = [_write(folder, name, body) for name, body in HOSTILE.items()]
     late = folder / "late.py"
     late.write_text(TWO_BUGS)
     report = folder / "report.json"
-    # the ini timeout (pytest-timeout's setting) is the deadline; `inferspec grade` below uses --timeout
-    args = ["spec_tests/kv_bytes", "spec_tests/attention", "-p", "no:cacheprovider", "-q", "-o", "timeout=5",
+    # --call-timeout: the deadline of each call into a submission (`inferspec check --timeout`)
+    args = ["spec_tests/kv_bytes", "spec_tests/attention", "-p", "no:cacheprovider", "-q", "--call-timeout", "5",
             "-k", SELECT, "--report-json", str(report), "--hypothesis-seed", "0", "--impl", "reference"]
     for p in paths + [late]:
         args += ["--impl", str(p)]
@@ -147,7 +147,7 @@ def test_an_error_at_import_is_the_verdict_of_every_concept(hostile_run, name, s
 ])
 @pytest.mark.heavy
 def test_a_dying_worker_costs_exactly_its_cell(hostile_run, name, status, verdict):
-    """A hang inside a Hypothesis @given test ends at --timeout; os._exit and a segfault are named;
+    """A hang inside a Hypothesis @given test ends at --call-timeout; os._exit and a segfault are named;
     the cell's later tests are not run (and not restarted), its kv_bytes cell passed."""
     _, data, _ = hostile_run
     cell = _cell(data, "attention", name)
