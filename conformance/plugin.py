@@ -234,6 +234,32 @@ def test_kind(item: pytest.Item) -> str:
     return "property" if is_hypothesis_test(getattr(item, "obj", None)) else "example"
 
 
+def raised_by_the_implementation(exc: BaseException | None) -> bool:
+    """Whether a test failed because the implementation raised (a crash inside it, e.g. a KeyError
+    three calls into a state the real bug broke) rather than because the spec judged an answer
+    wrong: an exception rebuilt from a submission's worker, or one whose innermost frame is outside
+    spec_tests/ and conformance/."""
+    if exc is None or isinstance(exc, AssertionError):
+        return False
+    if hasattr(exc, "_rp_msg"):  # rebuilt from the submission's process (conformance/isolation.py)
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    where = Path(tb.tb_frame.f_code.co_filename)
+    return not any(_under(where, d) for d in (SPEC_DIR, ROOT / "conformance"))
+
+
+def _under(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder)
+        return True
+    except (ValueError, OSError):
+        return False
+
+
 def rule_of(item: pytest.Item) -> str:
     """The rule a test checks: its docstring's first paragraph, without the suite's own notes
     ("Mutant: ..." names the planted bug it catches)."""
@@ -409,6 +435,7 @@ class _Session:
                 # the calls of the example that failed (Hypothesis' replay of it runs last)
                 rec["failure"]["calls"] = isolation.CLOCK.session()
             rec["failure"]["rule"] = rule_of(item)
+            rec["failure"]["crash"] = raised_by_the_implementation(exc if budget is None and died is None else None)
             calls = rec["failure"].get("calls") or ""
             rec["failure"]["ncalls"] = len(calls.splitlines())
             if calls:

@@ -88,14 +88,15 @@ class Cell:
 
 # Which failure a cell shows first: the most specific rule that broke. A fixed example of one rule
 # names it best; a property next; a state machine mixes every rule; a bad-input test fails too when
-# the probe after the rejected call meets another bug. Among equals, the failing example that made
-# the fewest calls into the submission, then the order the tests ran.
+# the probe after the rejected call meets another bug. Among equals, an answer the spec judged wrong
+# before a crash inside the implementation (often a later symptom of the same bug), then the
+# failing example that made the fewest calls into the submission, then the order the tests ran.
 KIND_RANK = {"example": 0, "property": 1, "state machine": 2, "bad input": 3}
 
 
 def failure_rank(rec: dict, seq: int) -> tuple:
     f = rec.get("failure") or {}
-    return (KIND_RANK.get(rec.get("kind", ""), 1), f.get("ncalls") or 0, seq)
+    return (KIND_RANK.get(rec.get("kind", ""), 1), bool(f.get("crash")), f.get("ncalls") or 0, seq)
 
 
 # ------------------------------------------------------------------------------- records
