@@ -208,7 +208,10 @@ def cmd_check(args) -> int:
     from conformance import profiles, progress, report
     from conformance.plugin import RESULTS
 
-    workdir = Path(tempfile.mkdtemp(prefix="inferspec-"))
+    # a temporary folder only for what the user did not place: the log (kept: its path is printed)
+    # and the JSON report (removed at the end when the log is elsewhere)
+    made = not (args.report_json and getattr(args, "log", None))
+    workdir = Path(tempfile.mkdtemp(prefix="inferspec-")) if made else None
     report_path = args.report_json or str(workdir / "report.json")
     if args.profile is None and not args.impl:
         args.profile = BUNDLED_CHECK_PROFILE
@@ -244,12 +247,21 @@ def cmd_check(args) -> int:
             print(f"inferspec check: pytest exited {code} before any report was written", file=sys.stderr)
         # pytest's own codes mapped onto check's (CHECK_EXIT_CODES): 4 usage error, 5 nothing
         # collected -> 2; 2 interrupted (or a collection error), 3 internal error, or no report -> 3
-        return 2 if code in (4, 5) else 3
+        return _tidy(workdir, args, 2 if code in (4, 5) else 3)
     results = live.config.stash.get(RESULTS, None) if live.config is not None else None
     if results is not None and not args.no_table:
         report.print_table(results)
     print(f"{live.summary()} (pytest's log: {log_path})")
-    return 0 if json.loads(Path(report_path).read_text())["ok"] else 1
+    return _tidy(workdir, args, 0 if json.loads(Path(report_path).read_text())["ok"] else 1)
+
+
+def _tidy(workdir: Path | None, args, code: int) -> int:
+    """Remove check's temporary folder when it holds nothing the user was told about (the log is
+    elsewhere): no empty ``inferspec-*`` folder per run in the temp directory."""
+    if workdir is not None and getattr(args, "log", None):
+        import shutil
+        shutil.rmtree(workdir, ignore_errors=True)
+    return code
 
 
 def cmd_list(args) -> int:

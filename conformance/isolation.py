@@ -58,6 +58,7 @@ import operator
 import os
 import pickle
 import select
+import shutil
 import signal
 import socket
 import struct
@@ -1651,7 +1652,7 @@ class _Pool:
     """Worker processes of this judge: the zygote, temp files, cleanup at exit."""
 
     def __init__(self):
-        self.tmpdir = tempfile.mkdtemp(prefix="inferspec-workers-")
+        self._tmpdir: str | None = None
         self.zygote: _Zygote | None = None
         self.processes: list[_Process] = []
         self.connections: list = []
@@ -1724,6 +1725,16 @@ class _Pool:
         if self.zygote is not None:
             self.zygote.close()
             self.zygote = None
+        if self._tmpdir is not None:  # the workers' logs: their words are in the verdicts by now
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
+
+    @property
+    def tmpdir(self) -> str:
+        """The workers' diagnostics folder, made when the first worker starts, removed at shutdown."""
+        if self._tmpdir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="inferspec-workers-")
+        return self._tmpdir
 
 
 def _can_fork() -> bool:
