@@ -73,7 +73,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      "mutant power run)")
 
 
-def _under(path: Path, folder: Path) -> bool:
+def under(path: Path, folder: Path) -> bool:
+    """Whether ``path`` lies in ``folder`` (both resolved)."""
     try:
         path.resolve().relative_to(folder)
         return True
@@ -91,9 +92,9 @@ def is_inferspec_run(config: pytest.Config) -> bool:
     """Whether this pytest run is an inferspec run (see the module's docstring)."""
     if config.getoption("impl") or os.environ.get("INFERSPEC_IMPL") or config.getoption("concept"):
         return True
-    if _under(Path(str(config.rootpath)), ROOT) and (ROOT / "conftest.py").exists():
+    if under(Path(str(config.rootpath)), ROOT) and (ROOT / "conftest.py").exists():
         return True
-    return any(_under(Path(a.split("::", 1)[0]), SPEC_DIR) for a in config.args)
+    return any(under(Path(a.split("::", 1)[0]), SPEC_DIR) for a in config.args)
 
 
 def cache_dir() -> Path:
@@ -141,7 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     for line in MARKERS:
         config.addinivalue_line("markers", line)
-    if config.args_source != pytest.Config.ArgsSource.ARGS and not _under(Path(str(config.rootpath)), ROOT):
+    if config.args_source != pytest.Config.ArgsSource.ARGS and not under(Path(str(config.rootpath)), ROOT):
         # `pytest --impl my_impl.py` in the student's folder: the spec is the installed one
         config.args[:] = _wanted_folders(config)
     if _checks_a_submission(config):

@@ -87,12 +87,8 @@ def _grade_names(subs: list[Path]) -> list[str]:
 # ------------------------------------------------------------------------------- one check
 def _rule(nodeid: str, impl: str | None) -> str:
     """``path::test_x[bob-case]`` -> ``test_x[case]``: the rule, without the submission's name."""
-    name = nodeid.split("::")[-1]
-    head, sep, params = name.partition("[")
-    if not sep:
-        return name
-    parts = [p for p in params.rstrip("]").split("-") if p != impl]
-    return f"{head}[{'-'.join(parts)}]" if parts else head
+    from conformance.report import short_test
+    return short_test(nodeid, impl or "")
 
 
 def _first_line(text: str | None) -> str:

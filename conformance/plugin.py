@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from conformance import isolation, profiles, report
+from conformance.entry import under
 from conformance.badinput import Bad
 from conformance.loader import (BUNDLED, Implementation, NotImplementedInImpl, _looks_like_path,
                                 impl_specs_from_env, load_implementation)
@@ -249,15 +250,7 @@ def raised_by_the_implementation(exc: BaseException | None) -> bool:
     if tb is None:
         return False
     where = Path(tb.tb_frame.f_code.co_filename)
-    return not any(_under(where, d) for d in (SPEC_DIR, ROOT / "conformance"))
-
-
-def _under(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder)
-        return True
-    except (ValueError, OSError):
-        return False
+    return not any(under(where, d) for d in (SPEC_DIR, ROOT / "conformance"))
 
 
 def rule_of(item: pytest.Item) -> str:

@@ -276,7 +276,7 @@ def _names(names: list[str]) -> str:
     return ", ".join(names)
 
 
-def _short_test(nodeid: str, impl: str) -> str:
+def short_test(nodeid: str, impl: str) -> str:
     """``test_x[impl-case]`` -> ``test_x[case]``, ``test_x[impl]`` -> ``test_x``: the column says the impl."""
     name = nodeid.split("::")[-1]
     head, sep, params = name.partition("[")
@@ -294,7 +294,7 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     if status == "not implemented" and impl == "optimized" and c is not None and not c.has_optimized:
         return "n/a (reference only)"
     if cell.verdict and status != "failed":
-        return f"{cell.verdict} in {_short_test(cell.verdict_test, impl)}"
+        return f"{cell.verdict} in {short_test(cell.verdict_test, impl)}"
     if status in ("passed", "partial"):
         extra = ""
         if cell.missing:
@@ -306,8 +306,8 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
         budget = f", {cell.budget_stops} cut short by the time budget" if cell.budget_stops else ""
         return f"{status} ({cell.passed}{skipped}{only}{budget}{extra})"
     if status == "failed":
-        then = f" (then {cell.verdict} in {_short_test(cell.verdict_test, impl)})" if cell.verdict else ""
-        return f"FAILED {_short_test(cell.first_failure.test, impl) if cell.first_failure else ''}{then}"
+        then = f" (then {cell.verdict} in {short_test(cell.verdict_test, impl)})" if cell.verdict else ""
+        return f"FAILED {short_test(cell.first_failure.test, impl) if cell.first_failure else ''}{then}"
     if status == "not implemented":
         return "not implemented (stubbed)" if cell.stubbed and not cell.missing else "not implemented"
     return f"skipped ({cell.skip_reasons[0][:40]})" if cell.skip_reasons else "skipped"
@@ -365,7 +365,7 @@ def print_table(results: Results, terminalreporter=None, file=None) -> None:
             console.print(f"  {len(others)} more failing test{'s' if len(others) > 1 else ''} of {concept}:",
                           markup=False, soft_wrap=True)
             for x in others[:15]:
-                name = _short_test(x["test"], impl)
+                name = short_test(x["test"], impl)
                 console.print(f"    {name}: {x['error'][:140]}", markup=False, soft_wrap=True)
             if len(others) > 15:
                 console.print(f"    ... and {len(others) - 15} more (pytest's log has them all)", markup=False)

@@ -287,28 +287,8 @@ def test_every_grading_option_reaches_each_check(tmp_path):
 
 
 # --- end to end -----------------------------------------------------------------------------------
-# A correct kv_cache_bytes (the one test_isolation.py grades), importing nothing of the reference.
-KV = '''
-import torch
-
-
-def _int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-def kv_cache_bytes(*, layers, kv_heads, head_dim, seq_len, batch=1, dtype=torch.float16):
-    for name, value in dict(layers=layers, kv_heads=kv_heads, head_dim=head_dim).items():
-        _int(name, value, 1)
-    for name, value in dict(seq_len=seq_len, batch=batch).items():
-        _int(name, value, 0)
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
-    size = torch.empty(0, dtype=dtype).element_size()
-    return 2 * layers * kv_heads * head_dim * seq_len * batch * size
-'''
+# A correct kv_cache_bytes importing nothing of the reference: the one test_isolation.py uses.
+from spec_tests.suite.test_isolation import KV  # noqa: E402
 
 
 def _grade(args, tmpdir, cwd):
