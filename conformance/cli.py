@@ -51,13 +51,9 @@ exit codes:
 # concept ids (conformance.registry.concept_ids) only -- never torch, pytest or Hypothesis.
 
 
-def _split_concepts(raw: list[str]) -> list[str]:
-    """The concept ids of every ``--concept`` (repeatable, comma-separated)."""
-    return [c.strip() for item in raw for c in item.split(",") if c.strip()]
-
-
 def _wanted_concepts(args) -> list[str]:
-    return _split_concepts(args.concept)
+    from conformance.registry import split_ids
+    return split_ids(args.concept)
 
 
 def _unknown_concepts(wanted: list[str]) -> list[str]:
@@ -301,7 +297,7 @@ def cmd_list(args) -> int:
 
 
 def cmd_new(args) -> int:
-    ids = _split_concepts(args.concept) or None
+    ids = _wanted_concepts(args) or None
     problems = _unknown_concepts(ids or [])
     if problems:
         for line in problems:
@@ -353,6 +349,22 @@ def _common_options(p: argparse.ArgumentParser) -> None:
                    help="cap each submission worker's memory (address space) at GB gigabytes")
     p.add_argument("--forbid-reference", action="store_true",
                    help="a submission may not import reference/ or optimized/ (vocabulary excepted)")
+
+
+def common_argv(args) -> list[str]:
+    """The values of the options :func:`_common_options` defines, as arguments of ``inferspec
+    check`` (``grade`` passes them on to each submission's check)."""
+    out: list[str] = []
+    for c in args.concept:
+        out += ["--concept", c]
+    if args.profile:
+        out += ["--profile", args.profile]
+    for name in ("timeout", "budget", "memory"):
+        if getattr(args, name, None) is not None:
+            out += [f"--{name}", f"{getattr(args, name):g}"]
+    if args.forbid_reference:
+        out.append("--forbid-reference")
+    return out
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,9 +23,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SPEC_DIR = ROOT / "spec_tests"
-NOT_CONCEPTS = ("suite", "bundled", "bench")  # conformance.registry.NOT_CONCEPTS is this tuple
+from conformance.registry import ROOT, SPEC_DIR, concept_ids, split_ids
 
 MARKERS = (
     "concept(id): the concept a spec test belongs to (set per module with pytestmark)",
@@ -82,10 +80,6 @@ def under(path: Path, folder: Path) -> bool:
         return False
 
 
-def concept_folders() -> list[str]:
-    """The spec's concept folders (``spec_tests/X/`` with an ``__init__.py``)."""
-    return sorted(str(p) for p in SPEC_DIR.iterdir()
-                  if p.is_dir() and p.name not in NOT_CONCEPTS and (p / "__init__.py").exists())
 
 
 def is_inferspec_run(config: pytest.Config) -> bool:
@@ -113,10 +107,11 @@ def _checks_a_submission(config: pytest.Config) -> bool:
 
 
 def _wanted_folders(config: pytest.Config) -> list[str]:
-    wanted = {c.strip() for raw in config.getoption("concept") for c in raw.split(",") if c.strip()}
-    folders = concept_folders()
-    chosen = [f for f in folders if Path(f).name in wanted]
-    return chosen if wanted and len(chosen) == len(wanted) else folders
+    """The concept folders to collect: the ``--concept`` ones when every id is known, else all
+    (the plugin then names the unknown id)."""
+    known, wanted = concept_ids(), set(split_ids(config.getoption("concept")))
+    chosen = wanted if wanted and wanted <= set(known) else known
+    return [str(SPEC_DIR / c) for c in known if c in chosen]
 
 
 def run_seed(config: pytest.Config) -> int | None:

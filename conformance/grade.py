@@ -148,19 +148,8 @@ def check_command(sub: Path, args, report: Path, pytest_log: Path) -> list[str]:
     # one test process per check: grade's own --jobs runs the submissions side by side
     cmd = [sys.executable, "-m", "conformance", "check", str(sub.resolve()), "--report-json", str(report),
            "--no-table", "--jobs", "1", "--log", str(pytest_log)]
-    for c in args.concept:
-        cmd += ["--concept", c]
-    if args.profile:
-        cmd += ["--profile", args.profile]
-    if args.timeout is not None:
-        cmd += ["--timeout", f"{args.timeout:g}"]
-    if getattr(args, "budget", None) is not None:
-        cmd += ["--budget", f"{args.budget:g}"]
-    if args.memory is not None:
-        cmd += ["--memory", f"{args.memory:g}"]
-    if args.forbid_reference:
-        cmd.append("--forbid-reference")
-    return cmd + ["--"] + list(args.pytest_args)
+    from conformance.cli import common_argv
+    return cmd + common_argv(args) + ["--"] + list(args.pytest_args)
 
 
 def _grade_one(sub: Path, name: str, args, workdir: Path) -> dict:
@@ -487,15 +476,6 @@ def _emit(book: dict, fmt: str, output: str | None, details: str | None, details
         render(book, fmt, sys.stdout, details=shown)
 
 
-def _concept_ids() -> list[str]:
-    """The concept ids in registry order (without importing a reference module where the registry
-    can list them so)."""
-    from conformance import registry
-
-    ids = getattr(registry, "concept_ids", None)
-    return ids() if ids is not None else list(registry.CONCEPTS)
-
-
 def _grade(args, fmt: str, details_fmt: str | None) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
@@ -505,8 +485,9 @@ def _grade(args, fmt: str, details_fmt: str | None) -> int:
         return _usage(str(exc))
     if not subs:
         return _usage("no submissions found (.py files or packages)")
-    wanted = [c.strip() for raw in args.concept for c in raw.split(",") if c.strip()]
-    known = _concept_ids()
+    from conformance.registry import concept_ids, split_ids
+    wanted = split_ids(args.concept)
+    known = concept_ids()
     unknown = [c for c in wanted if c not in known]
     if unknown:
         return _usage(f"unknown concept {unknown}; known: {', '.join(known)}")

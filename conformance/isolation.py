@@ -179,7 +179,6 @@ class _Clock:
         self.budget_end: float | None = None
         self.example = None     # the Hypothesis context of the current example
         self.examples = 0       # examples that called the submission
-        self.stopped = 0        # examples rejected because the budget was spent
         self.calls: list[str] = []
         self.dropped = 0
         self.failures = 0       # examples that failed (as far as the wrappers saw)
@@ -213,7 +212,7 @@ class _Clock:
 
     def example_failed(self, exc: BaseException) -> None:
         """The current example failed with ``exc`` (reported by the spec's wrappers: see
-        :func:`watch_examples`); the smallest failing example so far is kept."""
+        conformance/stateful.py); the smallest failing example so far is kept."""
         self.failures += 1
         text = f"{type(exc).__name__}: {str(exc).strip()}"
         if self.best is None or len(self.calls) <= len(self.best[0]):
@@ -268,31 +267,6 @@ class BudgetSpent(BaseException):
         else:
             text = f"the time budget ({self.budget:g} s) ran out after {self.examples} examples, all passed"
         super().__init__(text)
-
-
-def watch_examples(fn):
-    """``fn`` (one example of a test: Hypothesis' ``inner_test``, a state machine's run) with its
-    failures reported to :data:`CLOCK`, which keeps the smallest failing example's calls."""
-    import functools
-
-    @functools.wraps(fn)
-    def watched(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            if not _is_hypothesis_control(exc):
-                CLOCK.example_failed(exc)
-            raise
-    return watched
-
-
-def _is_hypothesis_control(exc: BaseException) -> bool:
-    """Hypothesis' own signals (an assumption, a rejected example), not a failure."""
-    try:
-        from hypothesis.errors import UnsatisfiedAssumption
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(exc, UnsatisfiedAssumption)
 
 
 CLOCK = _Clock()

@@ -26,12 +26,12 @@ from pathlib import Path
 
 import pytest
 
-from conformance import isolation, profiles, report
+from conformance import isolation, profiles, report, stateful
 from conformance.entry import under
 from conformance.badinput import Bad
 from conformance.loader import (BUNDLED, Implementation, NotImplementedInImpl, _looks_like_path,
                                 impl_specs_from_env, load_implementation)
-from conformance.registry import CONCEPTS, NOT_CONCEPTS, ROOT, SPEC_DIR, all_contract_names, problems
+from conformance.registry import CONCEPTS, NOT_CONCEPTS, ROOT, SPEC_DIR, all_contract_names, problems, split_ids
 
 IMPLS = pytest.StashKey[list]()
 REFERENCE = pytest.StashKey[Implementation]()
@@ -91,9 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[IMPLS] = impls
     config.stash[EXPLICIT_IMPLS] = bool(explicit)
     config.stash[REFERENCE] = load_implementation("reference")
-    concepts = []
-    for raw in config.getoption("concept"):
-        concepts += [c.strip() for c in raw.split(",") if c.strip()]
+    concepts = split_ids(config.getoption("concept"))
     unknown = [c for c in concepts if c not in CONCEPTS and c != SUITE]
     if unknown:
         raise pytest.UsageError(f"--concept: unknown {unknown}; known: {list(CONCEPTS)}")
@@ -447,15 +445,15 @@ class _Session:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
-        """A submission's Hypothesis test runs each example through :func:`isolation.watch_examples`
+        """A submission's Hypothesis test runs each example through :func:`stateful.watch_examples`
         (Hypothesis' documented ``.hypothesis.inner_test`` hook), so the clock knows which examples
-        failed; the spec's state machines do the same through conformance/stateful.py."""
+        failed; the spec's state machines do the same through ``stateful.run_as_test``."""
         impl = impl_obj(item)
         handle = getattr(getattr(item, "obj", None), "hypothesis", None)
         if impl is None or not impl.isolated or not hasattr(handle, "inner_test"):
             return (yield)
         inner = handle.inner_test
-        handle.inner_test = isolation.watch_examples(inner)
+        handle.inner_test = stateful.watch_examples(inner)
         try:
             return (yield)
         finally:

@@ -67,4 +67,3 @@ def load(name: str | None = None) -> str:
     name = name or default_profile()
     settings.load_profile(name)
     return name
-

@@ -89,6 +89,12 @@ def _declared() -> tuple[dict[str, ConceptInfo], list[str]]:
     return {c: found[c] for c in order}, errors
 
 
+def split_ids(values) -> list[str]:
+    """The concept ids of every ``--concept`` value (the option repeats and takes comma-separated
+    lists), blanks dropped."""
+    return [c.strip() for item in values for c in item.split(",") if c.strip()]
+
+
 def concept_ids() -> list[str]:
     """The concept ids, in registry order, without building the registry: no reference module
     (hence no torch) is imported. For validating ``--concept`` before anything heavy runs. A

@@ -125,8 +125,8 @@ def test_check_looks_like_path_agrees_with_the_loader():
 def test_new_takes_concept_like_check_and_keeps_concepts_as_a_hidden_alias(tmp_path, capsys):
     parser = cli.build_parser()
     args = parser.parse_args(["new", "x.py", "--concept", "kv_bytes,metrics", "--concept", "stopping"])
-    assert cli._split_concepts(args.concept) == ["kv_bytes", "metrics", "stopping"]
-    assert cli._split_concepts(parser.parse_args(["new", "x.py", "--concepts", "kv_bytes"]).concept) == ["kv_bytes"]
+    assert cli._wanted_concepts(args) == ["kv_bytes", "metrics", "stopping"]
+    assert cli._wanted_concepts(parser.parse_args(["new", "x.py", "--concepts", "kv_bytes"])) == ["kv_bytes"]
     assert parser.parse_args(["new", "x.py"]).concept == []
     path = tmp_path / "t.py"
     assert cli.main(["new", str(path), "--concept", "kv_bytes", "--concept", "metrics"]) == 0
