@@ -189,7 +189,7 @@ IMPORTS_HEADING = "### Under `--forbid-reference`"
 def _guard_lets_through(module: str, attr: str, allowed: dict[str, list[str]]) -> bool:
     """The worker guard's rule (conformance/worker.py ``_Guard.refresh``): a guarded module's stub
     holds the registry's allowed names, plain constants and modules outside the guarded roots."""
-    from conformance.isolation import GUARDED_ROOTS
+    from conformance.wire import GUARDED_ROOTS
     from conformance.worker import _plain_constant
     if attr in allowed.get(module, ()):
         return True
@@ -298,7 +298,7 @@ NOTES = {
     "eviction/test_eviction.py::test_rejects_bad_input":
         "an `LFU()` that tracks `'a'` (touched at 3 and 5) and `'b'` (touched at 5): its clock is at 5",
 }
-# The bad-input tests whose call is not ``assert_rejects(impl.get("<id>.<name>"), ...)``: what
+# The bad-input tests whose call is not ``assert_rejects(impl.get("<name>"), ...)``: what
 # they call, as shown on the page. ``{key}`` is filled from the row's arguments (and the key is
 # then not shown among the bad values); ``{args}`` shows a tuple as call arguments. A bad-input test
 # missing here (and not of that form) makes ``inferspec docs`` fail, naming it.
@@ -572,7 +572,7 @@ def _eval(node, module):
 
 
 def _impl_get(node) -> str | None:
-    """``impl.get("x.name")`` -> "name"; ``impl.get("x.Name")()`` -> "Name()"."""
+    """``impl.get("name")`` -> "name"; ``impl.get("Name")()`` -> "Name()"."""
     import ast
     if isinstance(node, ast.Call) and not node.args and isinstance(node.func, ast.Call):
         inner = _impl_get(node.func)
@@ -580,7 +580,7 @@ def _impl_get(node) -> str | None:
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "impl"
             and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)):
-        return str(node.args[0].value).split(".", 1)[1]
+        return str(node.args[0].value)
     return None
 
 
@@ -634,7 +634,7 @@ def bad_tables(cid: str) -> list[BadTable]:
             if call is None:
                 if not names or None in names:
                     raise ValueError(f"spec_tests/{cid}/{where}: which call its bad-input rows are for is "
-                                     f"not impl.get(\"{cid}.<name>\"); name it in conformance/docs.py CALLS")
+                                     "not impl.get(\"<name>\"); name it in conformance/docs.py CALLS")
                 call = " and ".join(sorted(set(names), key=names.index))
             valid = next((v for v in (_eval(n.args[1], module) for n in calls) if v is not None), None)
             state = any(k.arg == "state" for n in calls for k in n.keywords)

@@ -38,6 +38,8 @@ import threading
 import time
 from pathlib import Path
 
+from conformance.verdict import Verdict
+
 FORMAT = "inferspec-gradebook/1"
 GRADEBOOK = "gradebook.json"
 FORMATS = ("table", "csv", "json", "markdown")
@@ -106,21 +108,21 @@ def _cell(c: dict, impl: str | None) -> dict:
     passed = int(c.get("passed", 0))
     total = passed + int(c.get("failed", 0)) + int(c.get("not_run", 0))
     rule = error = reproduce = ""
-    if status == "failed":  # an ordinary failure came first (the worker may have died after it)
+    if status == Verdict.FAILED:  # an ordinary failure came first (the worker may have died after it)
         rule, error = _rule(failure.get("test", ""), impl), _first_line(failure.get("error"))
         if verdict:
             error += f"; then {verdict} in {_rule(c.get('verdict_test', ''), impl)}"
     elif verdict:  # crashed, exited, timed out, out of memory, import failed, forbidden
         rule, error = _rule(c.get("verdict_test") or failure.get("test", ""), impl), _first_line(verdict)
-    elif status in ("partial", "not implemented", "passed"):
+    elif status in (Verdict.PARTIAL, Verdict.NOT_IMPLEMENTED, Verdict.PASSED):
         missing = [n for n in c.get("not_implemented", []) if n not in c.get("stubbed", [])]
         notes = ([f"missing {', '.join(missing)}"] if missing else []) + (
             [f"stubbed {', '.join(c['stubbed'])}"] if c.get("stubbed") else []) + (
             ["only bad-input tests passed"] if c.get("only_bad_input") else [])
-        error = "; ".join(notes) if status != "passed" else ""
-    elif status == "skipped":
+        error = "; ".join(notes) if status != Verdict.PASSED else ""
+    elif status == Verdict.SKIPPED:
         error = _first_line((c.get("skip_reasons") or [""])[0])
-    if failure and (status == "failed" or verdict):
+    if failure and (status == Verdict.FAILED or verdict):
         reproduce = _first_line(failure.get("reproduce"))
     return {"status": status, "passed": passed, "total": total, "skipped": int(c.get("skipped", 0)),
             "verdict": verdict, "rule": rule, "error": error, "reproduce": reproduce, "text": c.get("text", "")}
@@ -181,10 +183,10 @@ def build(students: list[dict], concepts: list[str], options: dict | None = None
     """The gradebook of graded students (each from ``_student``): totals and score per student."""
     for st in students:
         cells = [st["concepts"][c] for c in concepts if c in st["concepts"]]
-        implemented = [c for c in cells if c["status"] != "not implemented"]
+        implemented = [c for c in cells if c["status"] != Verdict.NOT_IMPLEMENTED]
         st["passed"] = sum(c["passed"] for c in implemented)
         st["total"] = sum(c["total"] for c in implemented)
-        st["concepts_passed"] = sum(c["status"] == "passed" for c in cells)
+        st["concepts_passed"] = sum(c["status"] == Verdict.PASSED for c in cells)
         st["concepts_graded"] = len(concepts)
         st["score"] = (round(st["concepts_passed"] / len(concepts), 3)
                        if concepts and st.get("error") is None else None)
@@ -225,11 +227,11 @@ def cell_text(st: dict, concept: str) -> str:
     if c is None:
         return ""
     status = c["status"]
-    if status == "passed":
+    if status == Verdict.PASSED:
         return f"{c['passed']}/{c['total']}"
-    if status in ("failed", "partial"):
+    if status in (Verdict.FAILED, Verdict.PARTIAL):
         return f"{c['passed']}/{c['total']} {status}"
-    if status == "not implemented":
+    if status == Verdict.NOT_IMPLEMENTED:
         return "-"
     return status  # skipped, crashed, exited, timed out, out of memory, import failed, forbidden
 
@@ -386,7 +388,7 @@ def detail_rows(book: dict, folder: Path | None) -> list[dict]:
             continue
         for cid in book["concepts"]:
             c = st["concepts"].get(cid)
-            if c is None or c["status"] in ("passed", "not implemented"):
+            if c is None or c["status"] in (Verdict.PASSED, Verdict.NOT_IMPLEMENTED):
                 continue
             rows.append({"student": st["student"], "concept": cid, "status": c["status"], "passed": c["passed"],
                          "total": c["total"], "rule": c["rule"],
@@ -418,7 +420,7 @@ def render_details(book: dict, fmt: str, out, folder: Path | None) -> None:
         if not r["concept"]:
             out.write(f"- **{NO_REPORT}**: {r['error']}\n")
         else:
-            counts = f"{r['passed']}/{r['total']} " if r["status"] in ("failed", "partial") else ""
+            counts = f"{r['passed']}/{r['total']} " if r["status"] in (Verdict.FAILED, Verdict.PARTIAL) else ""
             rule = f" in {_code(r['rule'])}" if r["rule"] else ""
             out.write(f"- **{r['concept']}** {counts}{r['status']}{rule}" + (f": {_code(r['error'])}" if r["error"] else "")
                       + "\n")

@@ -13,8 +13,8 @@ verdict is known at the first failure); the JSON reports are merged. Used by
 for its control -- ``control:<concept>.<name>``, the same construction without the bug
 (conformance/mutants.py), run the same way (in-process, like every mutant) with the same profile
 and seed -- and (2) that failure is not a harness error: a worker's death or refusal (crashed,
-exited, timed out, import failed, forbidden), an error of the harness's own machinery (isolation,
-pickling, loading). :func:`run` runs the controls after the mutants (one pytest run per group of
+exited, timed out, import failed, forbidden), an error of the harness's own machinery (the wire,
+the proxies, pickling, loading). :func:`run` runs the controls after the mutants (one pytest run per group of
 concepts, each naming exactly the tests that caught its mutants) and puts them in the report's
 ``"controls"``; :func:`control_verdict` reads them.
 """
@@ -31,6 +31,7 @@ from pathlib import Path
 
 from conformance import mutants
 from conformance.registry import SPEC_DIR
+from conformance.verdict import Verdict
 
 
 def groups(selected: list[tuple[str, object]], n: int) -> list[list[str]]:
@@ -108,7 +109,7 @@ def _run_controls(report: dict, selected, profile, seed, tmp, jobs, timeout) -> 
     for cid, m in selected:
         cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, m.name))
         test = ((cell or {}).get("first_failure") or {}).get("test", "")
-        if cell is not None and cell["status"] == "failed" and "[" in test:
+        if cell is not None and cell["status"] == Verdict.FAILED and "[" in test:
             wanted.append((cid, m, control_nodeid(test, cid, m.name)))
     if not wanted:
         return {}
@@ -130,10 +131,10 @@ def _run_controls(report: dict, selected, profile, seed, tmp, jobs, timeout) -> 
 
 # The harness's own machinery: a failure whose error starts with one of these is the harness's, not
 # the planted bug's (a worker's death or refusal is recognised by its verdict).
-HARNESS_ERRORS = ("conformance.isolation.", "conformance.loader.", "conformance.mutants.", "_pickle.",
-                  "pickle.", "INTERNALERROR")
-HARNESS_WORDS = ("conformance/isolation.py", "conformance/worker.py", "the judge does not",
-                 "refused to load", "<remote method")
+_BOUNDARY = ("wire", "submission", "proxy", "bridge", "worker", "loader", "mutants")
+HARNESS_ERRORS = (*(f"conformance.{m}." for m in _BOUNDARY), "_pickle.", "pickle.", "INTERNALERROR")
+HARNESS_WORDS = (*(f"conformance/{m}.py" for m in _BOUNDARY), "the judge does not", "refused to load",
+                 "<remote method")
 
 
 def harness_error(cell: dict) -> str | None:
@@ -159,7 +160,7 @@ def control_verdict(report: dict, cid: str, name: str) -> tuple[bool, str]:
     ctl = report.get("controls", {}).get(mutants.impl_id(cid, name))
     if ctl is None:
         return False, "no control ran"
-    if ctl.get("status") != "passed":
+    if ctl.get("status") != Verdict.PASSED:
         first = ctl.get("first_failure") or {}
         return False, (f"the control (without the bug) {ctl.get('status', 'did not run')} "
                        f"{ctl.get('nodeid', '')}: {first.get('error', '')[:500]}")
@@ -171,7 +172,7 @@ def verdict(report: dict, cid: str, name: str) -> tuple[bool, str]:
     cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, name))
     if cell is None:
         return False, "no test ran"
-    if cell["status"] == "failed":
+    if cell["status"] == Verdict.FAILED:
         first = cell.get("first_failure") or {}
         return True, str(first.get("test", "")).split("::")[-1].split("[")[0]
     return False, f"{cell['status']} ({cell['passed']} passed)"

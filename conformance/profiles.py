@@ -39,7 +39,7 @@ settings.register_profile("pins", max_examples=1, report_multiple_bugs=False, ph
 PROFILES = ("dev", "quick", "ci", "thorough", "mutants", "pins")
 
 # Seconds of examples one test may spend on a submission under each profile (``--budget``
-# overrides): past it the test starts no new example and stops shrinking (conformance/isolation.py
+# overrides): past it the test starts no new example and stops shrinking (conformance/clock.py
 # _Clock). A correct submission then passes with the examples it ran; a failing one shows the best
 # counterexample found. Generous: the bundled reference's slowest test under `thorough` (the radix
 # state machine, in isolation) takes about a quarter of its budget.

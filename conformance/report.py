@@ -20,11 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from conformance.registry import CONCEPTS
+from conformance.verdict import DEATHS, Verdict
 
-NOT_IMPLEMENTED = "not implemented: "
 KEY = "inferspec"
-# Verdicts of a submission's worker, in the order the table shows them.
-DEATHS = ("import failed", "forbidden", "crashed", "exited", "out of memory", "timed out")
 _EXAMPLE_NOTE = re.compile(r"^\s*(Falsifying|Failing)\b")
 
 
@@ -54,7 +52,7 @@ class Cell:
     passed_bad_input: int = 0     # passing tests that only check the rejection of bad input
     not_run: int = 0              # tests not run because the cell's worker was gone
     verdict: str | None = None    # "crashed (signal 11)", "timed out after 5 s", ...
-    verdict_kind: str | None = None
+    verdict_kind: str | None = None  # a Verdict's value: the worker's death
     verdict_test: str = ""
     first_is_death: bool = False  # the first failure was the worker's death (else a real failure came first)
     failing: list = field(default_factory=list)  # every failing test: {"test", "error", "rule", "kind"}
@@ -62,18 +60,18 @@ class Cell:
     _rank: tuple = ()             # the shown failure's rank (see KIND_RANK)
 
     @property
-    def status(self) -> str:
+    def status(self) -> Verdict:
         if self.verdict_kind and (self.first_is_death or self.first_failure is None):
-            return self.verdict_kind
+            return Verdict(self.verdict_kind)
         if self.failed:
-            return "failed"
+            return Verdict.FAILED
         if self.passed:
             missing_required = [n for n in self.not_implemented
                                 if any(n == r or n.startswith(r + ".") for r in self.required)]
-            return "partial" if missing_required else "passed"
+            return Verdict.PARTIAL if missing_required else Verdict.PASSED
         if self.not_implemented:
-            return "not implemented"
-        return "skipped"
+            return Verdict.NOT_IMPLEMENTED
+        return Verdict.SKIPPED
 
     @property
     def only_bad_input(self) -> bool:
@@ -256,7 +254,7 @@ class Results:
                     continue
                 d = asdict(cell)
                 d.pop("_rank", None)
-                d["status"] = cell.status
+                d["status"] = cell.status.value
                 d["text"] = cell_text(cell, concept, impl)
                 d["only_bad_input"] = cell.only_bad_input
                 row[impl] = d
@@ -268,8 +266,8 @@ class Results:
         Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
 
 
-STYLE = {"passed": "green", "partial": "cyan", "failed": "bold red", "not implemented": "yellow",
-         "skipped": "dim", "-": "dim", **{d: "bold red" for d in DEATHS}}
+STYLE = {Verdict.PASSED: "green", Verdict.PARTIAL: "cyan", Verdict.FAILED: "bold red",
+         Verdict.NOT_IMPLEMENTED: "yellow", Verdict.SKIPPED: "dim", "-": "dim", **{d: "bold red" for d in DEATHS}}
 
 
 def _names(names: list[str]) -> str:
@@ -291,11 +289,11 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
         return "-"
     c = CONCEPTS.get(concept)
     status = cell.status
-    if status == "not implemented" and impl == "optimized" and c is not None and not c.has_optimized:
+    if status is Verdict.NOT_IMPLEMENTED and impl == "optimized" and c is not None and not c.has_optimized:
         return "n/a (reference only)"
-    if cell.verdict and status != "failed":
+    if cell.verdict and status is not Verdict.FAILED:
         return f"{cell.verdict} in {short_test(cell.verdict_test, impl)}"
-    if status in ("passed", "partial"):
+    if status in (Verdict.PASSED, Verdict.PARTIAL):
         extra = ""
         if cell.missing:
             extra += f", missing {_names(cell.missing)}"
@@ -305,10 +303,10 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
         only = ", only bad-input tests passed" if cell.only_bad_input else ""
         budget = f", {cell.budget_stops} cut short by the time budget" if cell.budget_stops else ""
         return f"{status} ({cell.passed}{skipped}{only}{budget}{extra})"
-    if status == "failed":
+    if status is Verdict.FAILED:
         then = f" (then {cell.verdict} in {short_test(cell.verdict_test, impl)})" if cell.verdict else ""
         return f"FAILED {short_test(cell.first_failure.test, impl) if cell.first_failure else ''}{then}"
-    if status == "not implemented":
+    if status is Verdict.NOT_IMPLEMENTED:
         return "not implemented (stubbed)" if cell.stubbed and not cell.missing else "not implemented"
     return f"skipped ({cell.skip_reasons[0][:40]})" if cell.skip_reasons else "skipped"
 

@@ -1,5 +1,5 @@
-"""Each example's failure, told to the isolation clock, which keeps the smallest failing example's
-calls into the submission (conformance/isolation.py ``_Clock``): if the time budget ends
+"""Each example's failure, told to the test clock (conformance/clock.py), which keeps the smallest failing example's
+calls into the submission (conformance/clock.py ``Clock``): if the time budget ends
 Hypothesis' shrinking, that example is the one reported.
 
 - ``run_as_test(Machine, settings)``: Hypothesis' ``run_state_machine_as_test`` for the spec's
@@ -15,7 +15,7 @@ import sys
 from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.stateful import run_state_machine_as_test
 
-from conformance.isolation import CLOCK
+from conformance.clock import CLOCK
 
 
 def note_failure(exc: BaseException | None) -> None:

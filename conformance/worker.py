@@ -1,4 +1,4 @@
-"""The worker process of :mod:`conformance.isolation`: it imports one submission and serves the
+"""The worker process of an isolated submission (:mod:`conformance.submission`): it imports one submission and serves the
 judge's calls of one concept.
 
     python -m conformance.worker zygote FD           import torch once, fork a worker per request
@@ -12,12 +12,14 @@ caps its address space at ``--memory`` GB (RLIMIT_AS).
 """
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import importlib.abc
 import io
 import json
 import os
+import signal
 import socket
 import sys
 import time
@@ -26,9 +28,10 @@ from pathlib import Path
 
 import torch
 
-from conformance import isolation
-from conformance.isolation import (GUARDED_ROOTS, ForbiddenReference, Peer, _flat_tensors,
-                                   _set_pdeathsig)
+from conformance.bridge import flat_tensors
+from conformance.verdict import ForbiddenReference, NotImplementedInImpl
+from conformance.wire import (GUARDED_ROOTS, INSIDE_ROOTS, MAX_TEXT, Peer, ProtocolError, data_class,
+                              shared_class)
 
 PENDING_LIMIT = 4000  # characters of output carried per message (the rest is counted, dropped)
 
@@ -231,7 +234,7 @@ class WorkerPeer(Peer):
 
     # ---- the wire runs with the real modules; submission code with the stubs
     def _codec(self):
-        return self.guard.real_modules() if self.guard else isolation._NULL_CONTEXT
+        return self.guard.real_modules() if self.guard else contextlib.nullcontext()
 
     def _run(self, fn, *args, **kwargs):
         with _Submission(self.guard):
@@ -257,14 +260,13 @@ class WorkerPeer(Peer):
             self._rng_known = meta["rng"]
 
     def _special_exc(self, exc: BaseException) -> dict | None:
-        from conformance.loader import NotImplementedInImpl
         forbidden = _forbidden_in(exc)
         if forbidden is not None:
             return {"forbidden": forbidden.what}
         if isinstance(exc, NotImplementedInImpl):
             return {"notimpl": list(exc.names)}
         if isinstance(exc, ImportFailed):
-            return {"import_failed": str(exc), "tb": exc.detail[-isolation._MAX_TEXT:]}
+            return {"import_failed": str(exc), "tb": exc.detail[-MAX_TEXT:]}
         if _oom(exc):
             return {"oom": f"{type(exc).__name__}: {str(exc)[:500]}"}
         if isinstance(exc, SystemExit):
@@ -280,7 +282,7 @@ class WorkerPeer(Peer):
         leaves = [i for i, t in enumerate(received) if t.requires_grad and t.is_leaf]
         with torch.enable_grad():
             value = self._run(fn, *args, **kwargs)
-        outs = _flat_tensors(value)
+        outs = flat_tensors(value)
         diff = [bool(o.requires_grad) for o in outs]
         more["diff"] = diff
         if any(diff) and leaves:
@@ -306,7 +308,7 @@ class WorkerPeer(Peer):
             with _Submission(self.guard):
                 got = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], allow_unused=True)
             return list(got)
-        raise isolation.ProtocolError(f"unknown operation {op!r}")
+        raise ProtocolError(f"unknown operation {op!r}")
 
     def _start(self):
         from conformance.loader import _import_path, describe_import_failure, submission_home
@@ -325,8 +327,8 @@ class WorkerPeer(Peer):
 
     def _inside(self, module: str, qualname: str, args, kwargs):
         """Run the judge's ``module.qualname(impl, *args, **kwargs)`` here (``call_in_process``)."""
-        if module.partition(".")[0] not in isolation.INSIDE_ROOTS:
-            raise isolation.ProtocolError(f"inside: {module} is not a module of {isolation.INSIDE_ROOTS}")
+        if module.partition(".")[0] not in INSIDE_ROOTS:
+            raise ProtocolError(f"inside: {module} is not a module of {INSIDE_ROOTS}")
         fn = importlib.import_module(module)
         for part in qualname.split("."):
             fn = getattr(fn, part)
@@ -334,13 +336,14 @@ class WorkerPeer(Peer):
             from conformance.registry import all_contract_names
             all_contract_names()        # the registry, loaded with the real modules, before any guard
             self._inside_impl = _Inside(self).impl
-        return fn(self._inside_impl, *args, **kwargs)
+        from conformance.loader import view_for
+        return fn(view_for(self._inside_impl, fn), *args, **kwargs)  # bound to fn's concept
 
     def _resolve(self, name: str):
         from conformance.loader import resolve_in
         with _Submission(self.guard):
             found = resolve_in(self.module, name, self.config["name"])
-        if isinstance(found, type) and isolation._shared(found) and not isolation.data_class(found):
+        if isinstance(found, type) and shared_class(found) and not data_class(found):
             # a behaviour class re-exported from the reference (``from reference.model import
             # Transformer``) is the submission's class: built and used here, like its own classes
             self.send_by_handle(found)
@@ -401,6 +404,15 @@ def _setup(config: dict) -> _Capped:
     return capture
 
 
+def _set_pdeathsig() -> None:
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def serve(rfd: int, wfd: int, config: dict) -> None:
     code = 0
     try:
@@ -431,7 +443,6 @@ def zygote(fd: int) -> None:
 def zygote_loop(sock: socket.socket) -> None:
     """Fork a worker per request on ``sock``; report exit codes. Never returns."""
     _set_pdeathsig()
-    import signal
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
     sock.send(json.dumps({"ready": True}).encode())

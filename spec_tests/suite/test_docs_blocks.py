@@ -135,7 +135,7 @@ def test_eviction_policies_are_not_lent_to_other_concepts():
 
 _GUARD_PROBE = r"""
 import importlib, json, sys
-from conformance.isolation import ForbiddenReference
+from conformance.verdict import ForbiddenReference
 from conformance.registry import allowed_imports
 from conformance.worker import _Guard
 guard = _Guard(allowed_imports())

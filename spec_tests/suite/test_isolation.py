@@ -21,7 +21,8 @@ import hypothesis
 import pytest
 import torch
 
-from conformance import isolation
+from conformance.submission import Options
+from conformance.verdict import SubmissionDied
 from conformance.loader import NotImplementedInImpl, load_implementation
 
 pytestmark = pytest.mark.meta
@@ -312,11 +313,11 @@ def test_memory_limit_is_a_clear_verdict(tmp_path):
     limit = vm_kb / (1 << 20) + 1.0    # the worker is a fork of this process: its size + 1 GB
     path = tmp_path / "greedy.py"
     path.write_text(KV.replace("    size = ", "    torch.empty(8 << 30, dtype=torch.uint8).fill_(1)\n    size = "))
-    impl = load_implementation(str(path), options=isolation.Options(memory_gb=limit))
+    impl = load_implementation(str(path), options=Options(memory_gb=limit))
     f = impl.get("kv_bytes.kv_cache_bytes")
     try:
         for _ in range(2):
-            with pytest.raises(isolation.SubmissionDied) as info:
+            with pytest.raises(SubmissionDied) as info:
                 f(layers=1, kv_heads=1, head_dim=1, seq_len=1)
             assert info.value.kind == "out of memory" and info.value.verdict.startswith("out of memory"), info.value
     finally:

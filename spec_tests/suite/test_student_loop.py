@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import isolation
+from conformance.clock import BudgetSpent, Clock
 
 pytestmark = pytest.mark.meta
 ROOT = Path(__file__).resolve().parents[2]
@@ -215,7 +215,7 @@ def test_an_unrelated_pytest_run_does_not_switch_the_plugin_on(tmp_path):
 def test_the_clock_rejects_nothing_before_one_example_ran():
     """The budget never ends a test before its first example ran to the end, and the smallest
     failing example is the one kept."""
-    clock = isolation._Clock()
+    clock = Clock()
     clock.begin("t", call_timeout=1.0, budget=1e-9)
     clock.example, clock.examples = object(), 1  # the first example is running
     clock.calls = ["a = A()", "a.f(1)  # -> 2"]
@@ -225,5 +225,5 @@ def test_the_clock_rejects_nothing_before_one_example_ran():
     clock.calls = ["a = A()", "a.f(1)", "a.f(2)"]
     clock.example_failed(AssertionError("larger"))
     assert clock.best[0] == ["a = A()"] and clock.best[2] == "AssertionError: smaller"
-    spent = isolation.BudgetSpent(clock)
+    spent = BudgetSpent(clock)
     assert spent.failures == 3 and "smaller" in str(spent) and spent.calls == "a = A()"

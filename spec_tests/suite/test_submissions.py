@@ -26,7 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import isolation
+from conformance.proxy import Proxy
+from conformance.submission import Options
+from conformance.verdict import SubmissionDied
 from conformance.loader import load_implementation
 from conformance.registry import CONCEPTS, allowed_imports
 
@@ -38,15 +40,17 @@ ROOT = Path(__file__).resolve().parents[2]
 VOCABULARY_PROBE = textwrap.dedent('''
     import json, sys
     from pathlib import Path
-    from conformance import isolation
+    from conformance import processes
+    from conformance.submission import Options
+    from conformance.verdict import SubmissionDied
     from conformance.loader import load_implementation
     from conformance.registry import CONCEPTS, allowed_imports
 
     mode, folder = sys.argv[1], Path(sys.argv[2])
     if mode == "fork":
         list(CONCEPTS)      # as under pytest: the judge has loaded the registry before it forks
-    isolation.pool().prestart(fork=mode == "fork")
-    out = {"zygote": "spawned" if isolation.pool().zygote.proc is not None else "forked"}
+    processes.pool().prestart(fork=mode == "fork")
+    out = {"zygote": "spawned" if processes.pool().zygote.proc is not None else "forked"}
     allowed = allowed_imports()
     for c in CONCEPTS.values():
         if not c.vocabulary:
@@ -56,11 +60,11 @@ VOCABULARY_PROBE = textwrap.dedent('''
         for kind, names in (("vocabulary", c.vocabulary), ("behaviour", behaviour)):
             path = folder / f"{kind}_{c.id}.py"
             path.write_text(f"from reference.{c.id} import {', '.join(names)}\\n")
-            impl = load_implementation(str(path), options=isolation.Options(forbid_reference=True))
+            impl = load_implementation(str(path), options=Options(forbid_reference=True))
             try:
                 found = impl.resolve(c.contract[-1])
                 out[f"{kind}:{c.id}"] = "missing" if found is None else "found"
-            except isolation.SubmissionDied as exc:
+            except SubmissionDied as exc:
                 out[f"{kind}:{c.id}"] = exc.verdict
             impl.submission.close()
     print(json.dumps(out))
@@ -291,7 +295,7 @@ def test_a_reexported_reference_class_lives_in_the_submissions_process(tmp_path)
     cfg = config_cls(vocab_size=32, dim=16, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=8)
     make = impl.get("model.Transformer")
     src, dst = make(cfg, seed=1), make(cfg, seed=2)
-    assert isinstance(dst, isolation.Proxy), type(dst)
+    assert isinstance(dst, Proxy), type(dst)
     impl.get("model.save_weights")(src, tmp_path / "w.safetensors")
     assert impl.get("model.load_weights")(dst, tmp_path / "w.safetensors") is dst
     want = src.state_dict()
@@ -361,10 +365,10 @@ def test_modules_the_judge_imports_in_a_worker_stay_forbidden(tmp_path):
     from spec_tests.batch_invariant import under_mode
     path = tmp_path / "reach.py"
     path.write_text(REACHES_THROUGH_THE_TESTS)
-    impl = load_implementation(str(path), options=isolation.Options(forbid_reference=True))
+    impl = load_implementation(str(path), options=Options(forbid_reference=True))
     x = torch.randn(9, 40)
     impl.call_in_process(under_mode.routes_and_restores, x, torch.randn(24, 40), torch.randn(24))
-    with pytest.raises(isolation.SubmissionDied, match="forbidden: imports spec_tests.batch_invariant.under_mode"):
+    with pytest.raises(SubmissionDied, match="forbidden: imports spec_tests.batch_invariant.under_mode"):
         impl.get("batch_invariant.matmul")(x, x)
     impl.submission.close()
 

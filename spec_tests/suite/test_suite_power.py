@@ -75,8 +75,8 @@ def test_a_control_runs_end_to_end(tmp_path):
     died = {**report, "concepts": {"kv_bytes": {column: {**report["concepts"]["kv_bytes"][column],
                                                          "verdict_kind": "crashed", "verdict": "crashed (signal 11)"}}}}
     assert power.control_verdict(died, "kv_bytes", m.name)[1].startswith("harness error: crashed")
-    proxy = {"first_failure": {"error": "conformance.isolation.ProtocolError: unknown handle 7"}}
-    assert power.harness_error(proxy).startswith("conformance.isolation.ProtocolError")
+    proxy = {"first_failure": {"error": "conformance.wire.ProtocolError: unknown handle 7"}}
+    assert power.harness_error(proxy).startswith("conformance.wire.ProtocolError")
     assert power.harness_error({"first_failure": {"error": "AssertionError: wrong tokens"}}) is None
 
 
