@@ -323,6 +323,29 @@ def _decode_kernels(q, k, v, lens):
     return out
 
 
+def decode_attention_unchecked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                               lengths: torch.Tensor) -> torch.Tensor:
+    """decode_attention's two kernel launches alone: no argument checks (they read the lengths on
+    the host) and no fallback. The caller passes what decode_attention would: contiguous q, k, v
+    of a kernel dtype and int32 ``lengths`` on q's device. What the benchmarks time as "kernels"."""
+    return _decode_kernels(q, k, v, lengths)
+
+
+def matmul_tiled(a: torch.Tensor, b: torch.Tensor, *, tile: tuple[int, int, int, int, int]) -> torch.Tensor:
+    """matmul's kernel launched with an explicit ``tile`` (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages)
+    instead of TILES / TILES_SMALL_M, for measuring tile choices (the tile probe of
+    bench/cases/batch_invariant.py). No checks and no fallback: a, b are 2-D CUDA (or interpreted
+    CPU) tensors of one kernel dtype. Batch invariant only while BLOCK_K is the dtype's."""
+    (M, K), N = a.shape, b.shape[1]
+    c = torch.empty(M, N, dtype=a.dtype, device=a.device)
+    bm, bn, bk, warps, stages = tile
+    grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+    _matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                         c.stride(0), c.stride(1), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                         IEEE=a.dtype == torch.float32, GROUP_M=8, num_warps=warps, num_stages=stages)
+    return c
+
+
 def invariant_mode():
     """Context manager: torch's mm/addmm/bmm/_log_softmax/_softmax/mean.dim on CPU and CUDA
     tensors compute through this module's kernels; restored on exit."""

@@ -666,6 +666,28 @@ def _flash_backward(do, q, k, v, out, lse, dlse, cu_q, cu_k, max_q, max_k, causa
     return dq, dk, dv
 
 
+def flash_forward(q, k, v, *, causal: bool = False, window: int | None = None,
+                  scale: float | None = None, config: dict | None = None):
+    """The forward kernel's launch alone on padded (batch, heads, seq, head_dim) tensors: returns
+    (out, lse float32), like ``attention(..., return_lse=True)``. No input checks, no autograd, no
+    PyTorch fallback: the caller has checked the inputs (``check_attention_inputs``) and
+    ``kernel_supports(q)`` holds. ``scale`` defaults to 1/sqrt(head_dim) and must be >= 0 (attention
+    folds a negative scale into k). ``config`` replaces fwd_config's dict: tiles and launch options,
+    and the HOST_DESC / PERSISTENT / PROGRAMS_PER_SM keys of the module doc. What the benchmarks
+    time (bench/cases/flash_attention.py), without the checks' cost."""
+    return _flash_forward(q, k, v, None, None, 0, 0, bool(causal), window, _scale(scale, q.shape[-1]), config)
+
+
+def flash_backward(do, q, k, v, out, lse, *, causal: bool = False, window: int | None = None,
+                   scale: float | None = None, config: dict | None = None):
+    """The three backward launches alone (what autograd calls after flash_forward): returns (dq, dk,
+    dv) in the inputs' dtype for the upstream gradient ``do`` of ``out``, given flash_forward's
+    (out, lse) for the same q, k, v, causal, window and scale. No checks; ``config`` replaces
+    bwd_config's dict ({"dkdv": {...}, "dq": {...}})."""
+    return _flash_backward(do, q, k, v, out, lse, None, None, None, 0, 0, bool(causal), window,
+                           _scale(scale, q.shape[-1]), config)
+
+
 class _nullcontext:
     def __enter__(self):
         return None

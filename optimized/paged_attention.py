@@ -278,6 +278,24 @@ def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, win
     return out, lse
 
 
+def paged_attention_unchecked(q, k_cache, v_cache, block_tables, seq_lens, *, lens: list[int],
+                              scale: float | None = None, window: int | None = None,
+                              config: dict | None = None, splits: int | None = None,
+                              return_lse: bool = False):
+    """The kernels alone, on inputs checked once already: ``lens`` is the host copy of ``seq_lens``
+    that ``check_paged_attention_inputs`` returns. Same results as paged_attention where the
+    kernels run (``kernel_supports``), without the checks' device-to-host copy and sync: what an
+    engine replays in a CUDA graph, and what the benchmarks time. ``config`` replaces
+    decode_config's dict; ``splits`` forces the split-KV count (``plan``)."""
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    decode = q.dim() == 3
+    out, lse = _paged_decode(q.unsqueeze(1) if decode else q, k_cache, v_cache, block_tables, seq_lens,
+                             lens, scale, window, config=config, splits=splits)
+    if decode:
+        out, lse = out[:, 0], lse[:, 0]
+    return (out, lse) if return_lse else out
+
+
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = None,
                     window: int | None = None, return_lse: bool = False):
     """reference.paged_attention.paged_attention, computed by the split-KV kernels (module doc)."""

@@ -224,3 +224,23 @@ def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_t
     tokens[:, :g] = torch.where(cols[None, :g] < k[:, None], x, PAD)
     tokens[rows, k] = token
     return Verified(tokens, k)
+
+
+def verify_with(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+                draw: str, draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
+                generator: torch.Generator | None = None) -> Verified:
+    """:func:`verify` with step 2's path chosen for this call instead of by ``TRITON``: ``draw`` is
+    "torch" (TRITON "0"), "triton" (TRITON "1": on CUDA, or on the CPU under the Triton
+    interpreter; errors raised) or "auto" (TRITON "auto"). Same tokens whichever path draws them;
+    for the benchmarks that time the two paths side by side. Not thread-safe: it sets ``TRITON``
+    for the duration of the call."""
+    global TRITON
+    modes = {"torch": "0", "triton": "1", "auto": "auto"}
+    if draw not in modes:
+        raise ValueError(f"draw must be one of {sorted(modes)}, got {draw!r}")
+    saved, TRITON = TRITON, modes[draw]
+    try:
+        return verify(target_probs, draft_probs, draft_tokens, draft_lens=draft_lens, greedy=greedy,
+                      uniforms=uniforms, generator=generator)
+    finally:
+        TRITON = saved
