@@ -30,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 import conformance
+from conformance.options import common_options, usable_cpus
 
 # the bundled check (no implementation named) uses a lighter profile: the same properties with
 # fewer generated examples; `--profile dev` (or ci, thorough) asks for more
@@ -158,15 +159,6 @@ def _pytest_args(args) -> list[str]:
     if getattr(args, "no_table", False):
         out.append("--no-report")
     return out + list(args.pytest_args)
-
-
-def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask, e.g. under taskset or a container's
-    cpuset), not the machine's count."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def _jobs(args) -> int:
@@ -333,40 +325,6 @@ def cmd_pins(args) -> int:
     return pins.main()
 
 
-def _common_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--concept", action="append", default=[], metavar="ID",
-                   help="only these concepts (repeatable or comma-separated; `inferspec list` lists them)")
-    p.add_argument("--profile", choices=["quick", "dev", "ci", "thorough"], default=None,
-                   help="Hypothesis profile (default: dev, or ci when CI=true; the bundled check: quick)")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
-                   help="seconds one call into your code may take (default 60); a call past it is "
-                        "killed and its concept's verdict is 'timed out after S s ... during <the call>'")
-    p.add_argument("--budget", type=float, default=None, metavar="S",
-                   help="seconds of examples one property may spend (default by profile: quick 60, dev "
-                        "120, ci 300, thorough 1800); past it the property starts no new example and "
-                        "stops shrinking: never a failure, a failing property shows its best example")
-    p.add_argument("--memory", type=float, default=None, metavar="GB",
-                   help="cap each submission worker's memory (address space) at GB gigabytes")
-    p.add_argument("--forbid-reference", action="store_true",
-                   help="a submission may not import reference/ or optimized/ (vocabulary excepted)")
-
-
-def common_argv(args) -> list[str]:
-    """The values of the options :func:`_common_options` defines, as arguments of ``inferspec
-    check`` (``grade`` passes them on to each submission's check)."""
-    out: list[str] = []
-    for c in args.concept:
-        out += ["--concept", c]
-    if args.profile:
-        out += ["--profile", args.profile]
-    for name in ("timeout", "budget", "memory"):
-        if getattr(args, name, None) is not None:
-            out += [f"--{name}", f"{getattr(args, name):g}"]
-    if args.forbid_reference:
-        out.append("--forbid-reference")
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="inferspec", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -374,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="run the spec and print the per-concept table",
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("impl", nargs="*", help="module names or .py paths (default: reference, optimized)")
-    _common_options(c)
+    common_options(c)
     c.add_argument("--report-json", default=None, help="also write the table as JSON here")
     c.add_argument("--in-process", action="store_true",
                    help="run submissions in pytest's own process (for a debugger; a crash ends the run)")
@@ -387,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.epilog = "Arguments after `--` are passed to pytest unchanged.\n\n" + CHECK_EXIT_CODES
     c.set_defaults(func=cmd_check)
     from conformance import grade
-    grade.add_parser(sub, _common_options)
+    grade.add_parser(sub, common_options)
     ls = sub.add_parser("list", help="concepts, lessons, and which bundled impls provide them")
     ls.set_defaults(func=cmd_list)
     n = sub.add_parser("new", help="write a student template")

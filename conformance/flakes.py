@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=20, help="random seeds to draw (default 20)")
     p.add_argument("--seeds", default=None, help="comma-separated seeds instead of random ones")
-    from conformance.cli import usable_cpus
+    from conformance.options import usable_cpus
     p.add_argument("--jobs", type=int, default=max(1, usable_cpus() // 2),
                    help="runs at a time (default: half the CPUs)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")

@@ -150,7 +150,7 @@ def check_command(sub: Path, args, report: Path, pytest_log: Path) -> list[str]:
     # one test process per check: grade's own --jobs runs the submissions side by side
     cmd = [sys.executable, "-m", "conformance", "check", str(sub.resolve()), "--report-json", str(report),
            "--no-table", "--jobs", "1", "--log", str(pytest_log)]
-    from conformance.cli import common_argv
+    from conformance.options import common_argv
     return cmd + common_argv(args) + ["--"] + list(args.pytest_args)
 
 

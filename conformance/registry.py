@@ -11,8 +11,8 @@ For concept ``X`` everything lives in four places, named by the id once (the fol
 
 Contract names are qualified by the concept's module: ``attention.attention``. Lesson ids are
 ``module.lesson`` of the "Inference Engineering" outline; ``chapters`` are those of "Inference
-engines". :func:`problems` lists every way the pieces disagree; the plugin refuses to run while
-there is one.
+engines". ``conformance.consistency.problems`` lists every way the pieces disagree; the plugin refuses to
+run while there is one.
 """
 from __future__ import annotations
 
@@ -185,31 +185,4 @@ def allowed_imports() -> dict[str, list[str]]:
             if isinstance(obj, type) and (dataclasses.is_dataclass(obj) or issubclass(obj, tuple)):
                 names.add(attr)
         out[f"reference.{c.id}"] = sorted(names)
-    return out
-
-
-def problems() -> list[str]:
-    """Every disagreement between a concept's pieces (empty when consistent)."""
-    from conformance import mutants
-
-    out = CONCEPTS.discovery_errors()
-    for c in CONCEPTS.values():
-        ref = importlib.import_module(f"reference.{c.id}")
-        if not c.contract:
-            out.append(f"reference/{c.id}.py: __all__ is empty or missing (it is the contract)")
-        for name in (*getattr(ref, "__all__", ()), *getattr(ref, "__optional__", ()), *c.vocabulary):
-            if not hasattr(ref, name):
-                out.append(f"reference/{c.id}.py: contract/vocabulary name {name!r} is not defined there")
-        if DOCS_DIR.is_dir() and not (DOCS_DIR / f"{c.id}.md").exists():
-            out.append(f"concept {c.id!r}: no docs page docs/{c.id}.md")
-        if not (SPEC_DIR / c.id / "mutants.py").exists():
-            out.append(f"concept {c.id!r}: no spec_tests/{c.id}/mutants.py (its planted bugs)")
-            continue
-        try:
-            table = mutants.table(c.id)
-        except Exception as exc:  # a broken mutants.py is a problem to report, not a crash
-            out.append(f"spec_tests/{c.id}/mutants.py: {type(exc).__name__}: {exc}")
-            continue
-        if len(table) < MIN_MUTANTS:
-            out.append(f"spec_tests/{c.id}/mutants.py: {len(table)} mutants, at least {MIN_MUTANTS} required")
     return out
