@@ -267,7 +267,8 @@ class Results:
 
 
 STYLE = {Verdict.PASSED: "green", Verdict.PARTIAL: "cyan", Verdict.FAILED: "bold red",
-         Verdict.NOT_IMPLEMENTED: "yellow", Verdict.SKIPPED: "dim", "-": "dim", **{d: "bold red" for d in DEATHS}}
+         Verdict.NOT_IMPLEMENTED: "yellow", Verdict.SKIPPED: "dim", "-": "dim", Verdict.WRONG_SIGNATURE: "bold red",
+         **{d: "bold red" for d in DEATHS}}
 
 
 def _names(names: list[str]) -> str:
@@ -291,6 +292,8 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     status = cell.status
     if status is Verdict.NOT_IMPLEMENTED and impl == "optimized" and c is not None and not c.has_optimized:
         return "n/a (reference only)"
+    if status is Verdict.WRONG_SIGNATURE:
+        return cell.verdict
     if cell.verdict and status is not Verdict.FAILED:
         return f"{cell.verdict} in {short_test(cell.verdict_test, impl)}"
     if status in (Verdict.PASSED, Verdict.PARTIAL):

@@ -65,6 +65,20 @@ class SubmissionDied(BaseException):
         return SubmissionDied(self.kind, self.verdict, self.test, self.detail, self.call)
 
 
+class WrongSignature(Exception):
+    """A contract name the implementation provides refuses a call the contract allows
+    (``conformance/signatures.py``): raised before the concept's first test, which fails with this
+    one line as the cell's verdict; the concept's other tests are not run."""
+
+    kind = Verdict.WRONG_SIGNATURE
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        self.verdict = f"wrong signature: {self.problems[0]}"
+        more = "".join(f"\n  and: {p}" for p in self.problems[1:])
+        super().__init__(self.verdict + more)
+
+
 class ForbiddenReference(ImportError):
     """Raised in the worker when a submission checked with --forbid-reference uses the bundled
     implementations (or the tests)."""
