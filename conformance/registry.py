@@ -62,10 +62,6 @@ class Concept:
         """Every contract name, required then optional."""
         return self.contract + self.optional
 
-    @property
-    def modules(self) -> tuple[str, ...]:
-        return (self.id,)
-
 
 def _concept_packages() -> Iterator[tuple[str, object]]:
     import spec_tests

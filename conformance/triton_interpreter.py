@@ -53,7 +53,7 @@ def _patch_interpreter_dot() -> None:
     picks its micro-kernel from the CPU (``OPENBLAS_CORETYPE``: SkylakeX vs Haswell) and from the
     rows left over in a block, so the same row's dot could differ by an ulp between CPUs and
     between its positions in a tile -- measured: row 6 of a 7-row float32 tile differs from the
-    row alone under Haswell kernels, not under SkylakeX ones (issue 19). The patched dot is
+    row alone under Haswell kernels, not under SkylakeX ones (.ci/portability shows it). The patched dot is
     :func:`fixed_order_dot`: bit-deterministic on every CPU, each element's order independent
     of the tile shape and of its position. It is not the GPU's order (tensor cores add an
     element's k-group in the hardware's order, float32 FMAs round once): CPU runs claim the

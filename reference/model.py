@@ -223,6 +223,25 @@ class Backbone(nn.Module):
 
 
 # --- the model ---------------------------------------------------------------------------------
+@torch.no_grad()
+def seeded_weights(model: nn.Module, seed: int) -> None:
+    """The weight recipe of the module doc, for any module with this model's parameter names (the
+    reference and the Hugging Face oracle draw the same weights): every parameter, in
+    ``named_parameters()`` order, from ``torch.Generator().manual_seed(seed)`` in float32, then cast
+    to its dtype; norm weights 1 + 0.1 N(0, 1), the embedding N(0, 1), every projection
+    N(0, 1) / sqrt(fan_in)."""
+    g = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        draw = torch.randn(p.shape, generator=g, dtype=torch.float32)
+        if name.endswith("norm.weight"):
+            value = 1.0 + 0.1 * draw
+        elif name == "model.embed_tokens.weight":
+            value = draw
+        else:
+            value = draw / math.sqrt(p.shape[1])
+        p.copy_(value.to(p.dtype))
+
+
 class Transformer(nn.Module):
     """The decoder with seeded weights, an ``nn.Module``: ``forward(tokens, cache=None)`` -> logits
     (batch, seq, vocab_size); ``new_cache(batch, max_seq_len=None)`` -> an empty KV cache.
@@ -260,16 +279,7 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def init_weights(self, seed: int) -> None:
         """Redraw every parameter from ``torch.Generator().manual_seed(seed)`` (module doc)."""
-        g = torch.Generator().manual_seed(seed)
-        for name, p in self.named_parameters():
-            draw = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if name.endswith("norm.weight"):
-                value = 1.0 + 0.1 * draw
-            elif name == "model.embed_tokens.weight":
-                value = draw
-            else:
-                value = draw / math.sqrt(p.shape[1])
-            p.copy_(value.to(p.dtype))
+        seeded_weights(self, seed)
 
     @property
     def dtype(self) -> torch.dtype:

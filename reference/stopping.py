@@ -75,8 +75,6 @@ from reference._checks import check_int, is_int
 __all__ = ["StopParams", "StopChecker"]  # the contract: what an implementation must provide
 __optional__ = []  # checked when an implementation provides them
 
-FINISH_REASONS = ("stop", "length")
-
 
 @dataclass(frozen=True)
 class StopParams:

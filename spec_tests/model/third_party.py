@@ -15,8 +15,8 @@ contract's interface to HF's, and adds what HF does not do:
 - Argument checks (the contract's bad-input rules; HF checks none of them) and the KV cache's
   bookkeeping (``seq_len``, its capacity).
 - Seeded initialisation: HF initialises from the global RNG; the contract draws every parameter
-  from ``torch.Generator(seed)`` (formula in reference/model.py's docstring, re-implemented
-  here), and HF's own init is run inside ``torch.random.fork_rng`` so the global RNG is untouched.
+  from ``torch.Generator(seed)`` (the recipe is ``reference.model.seeded_weights``, imported:
+  it is written once), and HF's own init is run inside ``torch.random.fork_rng`` so the global RNG is untouched.
 - ``attention=``: a callable with the contract's signature is registered as an HF attention
   function (``AttentionInterface``); HF hands it the rotated q and the un-repeated, cached K/V.
   HF's mask is not built (the callable's ``causal=True`` is the mask: no padding here).
@@ -45,6 +45,7 @@ from torch import nn
 from transformers import AttentionInterface, DynamicCache, LlamaForCausalLM
 from transformers.masking_utils import AttentionMaskInterface
 
+from reference.model import seeded_weights
 from spec_tests.model.oracles import hf_in_float64, hf_llama_config
 
 __all__ = ["ModelConfig", "Transformer", "save_weights", "load_weights"]
@@ -154,18 +155,8 @@ class Transformer(nn.Module):
         object.__setattr__(self, "attention_kwargs", {} if attention is None else {"inferspec_attention": attention})
         self.init_weights(seed)
 
-    @torch.no_grad()
     def init_weights(self, seed: int) -> None:
-        g = torch.Generator().manual_seed(seed)
-        for name, p in self.named_parameters():
-            draw = torch.randn(p.shape, generator=g, dtype=torch.float32)
-            if name.endswith("norm.weight"):
-                value = 1.0 + 0.1 * draw
-            elif name == "model.embed_tokens.weight":
-                value = draw
-            else:
-                value = draw / math.sqrt(p.shape[1])
-            p.copy_(value.to(p.dtype))
+        seeded_weights(self, seed)   # the reference's recipe, imported: one place
 
     @property
     def dtype(self) -> torch.dtype:
