@@ -12,7 +12,7 @@ its concept "not implemented" -- never a failure. A ``NotImplementedError`` rais
 helper the function calls) is an ordinary failure.
 
 A submission given as a path or as a module name other than the bundled ``reference`` and
-``optimized`` is never imported here: it is a :class:`conformance.isolation.Submission`, run in
+``optimized`` is never imported here: it is a :class:`conformance.submission.Submission`, run in
 worker processes, and its names resolve to proxies. The bundled implementations and the planted
 bugs (``mutant:...``) run in-process, for speed.
 """
@@ -30,25 +30,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
+from conformance.verdict import NotImplementedInImpl
 
 BUNDLED = ("reference", "optimized")
-
-
-class NotImplementedInImpl(pytest.skip.Exception):
-    """Raised when contract names do not resolve (``stubbed=False``: missing) or a stub raises
-    ``NotImplementedError`` itself (``stubbed=True``).
-
-    It is pytest's skip outcome, so pytest reports the test as skipped with reason
-    ``not implemented: <names>`` and Hypothesis re-raises it at once instead of shrinking.
-    """
-
-    def __init__(self, impl: str, names: list[str], stubbed: bool = False):
-        self.impl = impl
-        self.names = list(names)
-        self.stubbed = stubbed
-        how = " (stubbed: raises NotImplementedError)" if stubbed else ""
-        super().__init__(f"not implemented: {', '.join(self.names)}{how}", allow_module_level=True)
 
 
 def _import_path(path: Path) -> ModuleType:
@@ -86,7 +70,16 @@ def _looks_like_path(spec: str) -> bool:
 
 class Implementation:
     """An implementation under test: a name for reports and the module that holds it, or (a
-    submission) the :class:`~conformance.isolation.Submission` whose workers hold it."""
+    submission) the :class:`~conformance.submission.Submission` whose workers hold it.
+
+    Tests see it bound to a concept (:meth:`of`, a :class:`ConceptView`): a test in
+    ``spec_tests/X/`` gets ``impl.of("X")`` from the ``impl`` fixture, so ``impl.get("KVCache")``
+    means ``X.KVCache``, and another concept's name is asked for explicitly:
+    ``impl.of("attention").get("attention")``. This object itself is the unbound view, which a
+    test outside any concept folder gets: its :meth:`get` refuses and says to use :meth:`of`.
+    The harness resolves qualified names (``resolve("kv_bytes.KVCache")``, ``missing(...)``)."""
+
+    concept = None  # unbound
 
     def __init__(self, name: str, module: ModuleType | None, spec: str, submission=None):
         self.name = name
@@ -94,18 +87,30 @@ class Implementation:
         self.spec = spec
         self.submission = submission
         self._cache: dict[str, Any] = {}
+        self._views: dict[str, ConceptView] = {}
 
     @property
     def isolated(self) -> bool:
         return self.submission is not None
 
+    def of(self, concept: str) -> "ConceptView":
+        """This implementation as a test of ``concept`` sees it: bare contract names of
+        ``reference/<concept>.py``."""
+        view = self._views.get(concept)
+        if view is None:
+            view = self._views[concept] = ConceptView(self, concept)
+        return view
+
     def resolve(self, contract_name: str) -> Any | None:
-        """The object behind ``contract_name``, or None if it does not resolve."""
+        """The object behind the qualified ``contract_name`` (``kv_bytes.KVCache``), or None if it
+        does not resolve. A name that is no concept's contract name is a LookupError."""
         if contract_name in self._cache:
             return self._cache[contract_name]
+        from conformance.registry import all_contract_names
+        concept = all_contract_names().get(contract_name)
+        if concept is None:
+            raise LookupError(_unbound_message("resolve", contract_name))
         if self.submission is not None:
-            from conformance.registry import all_contract_names
-            concept = all_contract_names().get(contract_name) or contract_name.split(".", 1)[0]
             self.submission.name = self.name
             found = self.submission.resolve(contract_name, concept)
         else:
@@ -114,36 +119,30 @@ class Implementation:
         return found
 
     def provides(self, *names: str) -> bool:
+        """Whether every qualified name resolves."""
         return all(self.resolve(n) is not None for n in names)
 
     def missing(self, *names: str) -> list[str]:
+        """The qualified names that do not resolve."""
         return [n for n in names if self.resolve(n) is None]
 
     def get(self, name: str) -> Any:
-        """Resolve one name or raise :class:`NotImplementedInImpl` (the plugin turns it into a skip).
-
-        ``name`` must be a contract name of a registered concept (``reference/X.py``'s ``__all__``
-        or ``__optional__``): a typo in a test is an error, never a silent "not implemented"."""
-        from conformance.registry import all_contract_names
-        if name not in all_contract_names():
-            raise LookupError(f"{name!r} is not a contract name of any concept "
-                              "(reference/<concept>.py __all__ / __optional__)")
-        obj = self.resolve(name)
-        if obj is None:
-            raise NotImplementedInImpl(self.name, [name])
-        return obj
+        """Unbound: refused (a test outside spec_tests/<concept>/ names the concept with
+        :meth:`of`, or a ``concept`` marker binds its ``impl``)."""
+        raise LookupError(_unbound_message("get", name))
 
     def call_in_process(self, fn, *args, **kwargs):
         """``fn(impl, *args, **kwargs)``, run in the process where this implementation's code runs:
-        here for the bundled implementations and the mutants (``impl`` is this object), in the
-        concept's worker for a submission (``impl`` there resolves the submission's names directly,
-        no proxies). For properties of what the implementation does to its own process, such as
-        ``batch_invariant.invariant_mode()``, which patches torch's kernels where it runs: the test's
-        torch calls must run there too. ``fn`` is a module-level function of ``spec_tests/<concept>/``
-        (its concept picks the worker) sent by name; its arguments and result cross the boundary
-        like a call's, so the judge still makes the comparisons."""
+        here for the bundled implementations and the mutants, in the concept's worker for a
+        submission (``impl`` there resolves the submission's names directly, no proxies); ``impl``
+        is bound to ``fn``'s concept (:func:`view_for`). For properties of what the implementation
+        does to its own process, such as ``batch_invariant.invariant_mode()``, which patches torch's
+        kernels where it runs: the test's torch calls must run there too. ``fn`` is a module-level
+        function of ``spec_tests/<concept>/`` (its concept picks the worker) sent by name; its
+        arguments and result cross the boundary like a call's, so the judge still makes the
+        comparisons."""
         if self.submission is None:
-            return fn(self, *args, **kwargs)
+            return fn(view_for(self, fn), *args, **kwargs)
         parts = getattr(fn, "__module__", "").split(".")
         from conformance.registry import CONCEPTS
         if len(parts) < 3 or parts[0] != "spec_tests" or parts[1] not in CONCEPTS:
@@ -153,6 +152,103 @@ class Implementation:
 
     def __repr__(self) -> str:  # shown in Hypothesis's falsifying examples
         return f"Implementation({self.spec!r})"
+
+
+def _unbound_message(method: str, name: str) -> str:
+    from conformance.registry import CONCEPTS
+    cid, dot, bare = str(name).partition(".")
+    if dot and cid in CONCEPTS:
+        ask = f"impl.of({cid!r}).{method}({bare!r})"
+    else:
+        ask = f"impl.of('<concept>').{method}({name!r})"
+    return (f"impl.{method}({name!r}): this implementation is not bound to a concept (the test lives "
+            f"outside spec_tests/<concept>/ and has no concept marker); ask {ask}, or mark the "
+            "test @pytest.mark.concept('<concept>')")
+
+
+class ConceptView:
+    """An implementation bound to one concept, as that concept's tests see it (the ``impl`` and
+    ``reference`` fixtures of a test in ``spec_tests/<concept>/``): :meth:`get`, :meth:`resolve`,
+    :meth:`provides` and :meth:`missing` take the bare names of ``reference/<concept>.py``'s
+    ``__all__`` and ``__optional__``. A dotted name is an error (another concept's name is asked
+    for through :meth:`of`), and so is a name outside the contract: a typo in a test fails it,
+    never skips it as "not implemented"."""
+
+    def __init__(self, impl: Implementation, concept: str):
+        from conformance.registry import CONCEPTS
+        if concept not in CONCEPTS:
+            raise LookupError(f"impl.of({concept!r}): unknown concept; known: {', '.join(CONCEPTS)}")
+        self.implementation = impl
+        self.concept = concept
+        self._names = {q.split(".", 1)[1]: q for q in CONCEPTS[concept].names}
+
+    def qualified(self, name: str, method: str = "get") -> str:
+        """``name`` as the harness resolves it (``KVCache`` -> ``kv_bytes.KVCache``), or the
+        LookupError that says what is wrong with it."""
+        if not isinstance(name, str):
+            raise TypeError(f"impl.{method}({name!r}): a contract name is a str")
+        found = self._names.get(name)
+        if found is not None:
+            return found
+        if "." in name:
+            cid, _, bare = name.partition(".")
+            ask = (f"impl.{method}({bare!r})" if cid == self.concept
+                   else f"impl.of({cid!r}).{method}({bare!r})")
+            raise LookupError(f"impl.{method}({name!r}): this test's implementation is bound to concept "
+                              f"{self.concept!r} and takes bare names; ask {ask} (another concept's "
+                              "names through impl.of('<concept>'))")
+        raise LookupError(f"impl.{method}({name!r}): {name!r} is not a contract name of concept "
+                          f"{self.concept!r} (reference/{self.concept}.py __all__ / __optional__): "
+                          f"{', '.join(self._names)}")
+
+    def of(self, concept: str) -> "ConceptView":
+        return self.implementation.of(concept)
+
+    def resolve(self, name: str) -> Any | None:
+        """The object behind the bare ``name``, or None if it does not resolve."""
+        return self.implementation.resolve(self.qualified(name, "resolve"))
+
+    def provides(self, *names: str) -> bool:
+        qualified = [self.qualified(n, "provides") for n in names]
+        return self.implementation.provides(*qualified)
+
+    def missing(self, *names: str) -> list[str]:
+        """The bare names that do not resolve."""
+        return [n for n in names if self.implementation.resolve(self.qualified(n, "missing")) is None]
+
+    def get(self, name: str) -> Any:
+        """Resolve one bare name or raise :class:`NotImplementedInImpl` (the plugin turns it into a
+        skip, naming the qualified name)."""
+        qualified = self.qualified(name, "get")
+        obj = self.implementation.resolve(qualified)
+        if obj is None:
+            raise NotImplementedInImpl(self.implementation.name, [qualified])
+        return obj
+
+    def call_in_process(self, fn, *args, **kwargs):
+        """See :meth:`Implementation.call_in_process`."""
+        return self.implementation.call_in_process(fn, *args, **kwargs)
+
+    # what the tests and the plugin read of the implementation
+    name = property(lambda self: self.implementation.name)
+    spec = property(lambda self: self.implementation.spec)
+    module = property(lambda self: self.implementation.module)
+    submission = property(lambda self: self.implementation.submission)
+    isolated = property(lambda self: self.implementation.isolated)
+
+    def __repr__(self) -> str:  # shown in Hypothesis's falsifying examples: the implementation's
+        return repr(self.implementation)
+
+
+def view_for(impl: Implementation, fn) -> Implementation | ConceptView:
+    """``impl`` bound to the concept of ``fn``'s module when it is a module of
+    ``spec_tests/<concept>/``, else ``impl`` itself (``call_in_process``, here and in a worker)."""
+    from conformance.registry import CONCEPTS
+    impl = getattr(impl, "implementation", impl)
+    parts = str(getattr(fn, "__module__", "") or "").split(".")
+    if len(parts) >= 3 and parts[0] == "spec_tests" and parts[1] in CONCEPTS:
+        return impl.of(parts[1])
+    return impl
 
 
 def resolve_in(module: ModuleType, contract_name: str, impl: str) -> Any | None:
@@ -373,13 +469,15 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
     file or a package folder. Raises ``ValueError`` with the spec in the message if it cannot.
 
     The bundled implementations and mutants are imported here; anything else is a submission run
-    in worker processes (``options``: :class:`conformance.isolation.Options`), unless
+    in worker processes (``options``: :class:`conformance.submission.Options`), unless
     ``in_process`` (for a debugger: a crash of the submission then ends the run)."""
     if not isinstance(spec, str) or not spec.strip():
         raise ValueError(f"impl: expected a module name or a path, got {spec!r}")
     spec = spec.strip()
-    from conformance import isolation, mutants
-    options = options or isolation.Options()
+    from conformance import mutants
+    from conformance.submission import Options, Submission
+    from conformance.verdict import SubmissionDied, Verdict
+    options = options or Options()
     if options.forbid_reference and options.allowed is None:
         from conformance.registry import allowed_imports
         options = dataclasses.replace(options, allowed=allowed_imports())
@@ -404,10 +502,10 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
                 raise _import_failed(spec, exc, path.resolve()) from exc
             return Implementation(name=name or default_name, module=module, spec=spec)
         syntax = _syntax_error(path.resolve())
-        sub = isolation.Submission(name or default_name, spec, {"path": str(path.resolve())}, options,
+        sub = Submission(name or default_name, spec, {"path": str(path.resolve())}, options,
                                    import_error=syntax[0] if syntax else None)
         if syntax and syntax[1]:  # the verdict with where it is: file, line, the line, a caret
-            sub.import_failure = isolation.SubmissionDied("import failed", f"import failed: {syntax[0]}",
+            sub.import_failure = SubmissionDied(Verdict.IMPORT_FAILED, f"import failed: {syntax[0]}",
                                                           detail=syntax[1])
         return Implementation(name=name or default_name, module=None, spec=spec, submission=sub)
     root = spec.partition(".")[0]
@@ -427,7 +525,7 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
         return Implementation(name=name or spec, module=module, spec=spec)
     if importlib.util.find_spec(root) is None:
         raise ValueError(f"--impl {spec}: no module named {root!r} (a path must end in .py)")
-    sub = isolation.Submission(name or spec, spec, {"module": spec}, options)
+    sub = Submission(name or spec, spec, {"module": spec}, options)
     return Implementation(name=name or spec, module=None, spec=spec, submission=sub)
 
 

@@ -2,9 +2,11 @@
 
 A mutant is one of
 
-``Patch(name, doc, file, old, new)``
-    a source patch of a real module of the repository (``reference/X.py``, ``optimized/X.py``):
-    ``old`` must occur in ``file`` exactly once (so a mutant can never silently turn back into
+``Patch(name, doc, old, new, module="reference", file=None)``
+    a source patch of a real module of the repository: ``reference/X.py`` of the table's concept X
+    by default, ``optimized/X.py`` with ``module="optimized"``, or ``file``, a path from the
+    repository root, for a file not named after the concept (``optimized/_sampling_triton.py``).
+    ``old`` must occur in the file exactly once (so a mutant can never silently turn back into
     the correct code when the source changes). The patched text is executed as a fresh module
     (its source registered in ``linecache``, so ``triton.jit`` and the Triton interpreter see the
     mutated kernels); the mutant provides that module's contract names.
@@ -27,6 +29,7 @@ so a mutant can never be "caught" by the way it is loaded and run rather than by
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import linecache
 import sys
@@ -40,13 +43,19 @@ PREFIX = "mutant:"
 CONTROL_PREFIX = "control:"
 
 
+MODULES = ("reference", "optimized")
+
+
 @dataclass(frozen=True)
 class Patch:
     name: str
     doc: str
-    file: str   # relative to the repository root
     old: str
     new: str
+    # the patched file: <module>/<concept>.py of the table's concept, or ``file`` (a path from the
+    # repository root) for one not named after the concept; :func:`table` fills ``file`` in
+    module: str = field(default="reference", kw_only=True)
+    file: str | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -65,15 +74,29 @@ def table(concept_id: str) -> list[Mutant]:
     module = importlib.import_module(f"spec_tests.{concept_id}.mutants")
     rows = list(getattr(module, "MUTANTS", None) or [])
     seen = set()
-    for m in rows:
+    for i, m in enumerate(rows):
         if not isinstance(m, (Patch, Replace)):
             raise TypeError(f"MUTANTS holds {m!r}: each entry must be a Patch or a Replace")
         if not m.name.isidentifier() or m.name in seen:
             raise ValueError(f"mutant name {m.name!r}: must be a unique identifier")
         if not m.doc.strip():
             raise ValueError(f"mutant {m.name!r}: doc must say what bug it plants")
+        if isinstance(m, Patch):
+            rows[i] = with_file(m, concept_id)
         seen.add(m.name)
     return rows
+
+
+def with_file(m: Patch, concept_id: str) -> Patch:
+    """``m`` with its file named: ``<module>/<concept_id>.py`` unless it gives ``file``."""
+    if m.module not in MODULES:
+        raise ValueError(f"mutant {m.name!r}: module={m.module!r}, expected one of {MODULES} "
+                         "(or file='<path>' for a file not named after the concept)")
+    if m.file is not None:
+        if m.module != "reference":
+            raise ValueError(f"mutant {m.name!r}: give module= or file=, not both")
+        return m
+    return dataclasses.replace(m, file=f"{m.module}/{concept_id}.py")
 
 
 def all_mutants() -> list[tuple[str, Mutant]]:
@@ -107,6 +130,11 @@ def find(concept_id: str, name: str) -> Mutant:
 
 
 def patched_source(m: Patch) -> str:
+    """The patched file's text with ``old`` replaced by ``new`` (``m`` as :func:`table` gives it,
+    its file named)."""
+    if m.file is None:
+        raise ValueError(f"mutant {m.name!r}: which concept's file? (take it from mutants.table(concept), "
+                         "or name the concept: mutants.with_file(m, concept))")
     source = (ROOT / m.file).read_text()
     count = source.count(m.old)
     if count != 1:

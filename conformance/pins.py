@@ -2,15 +2,17 @@
 
 A pinned ``@example`` exists to catch one realistic bug, and only a mutant proves that it does. So
 every explicit example in a concept's tests says which mutant(s) it pins, with Hypothesis's public
-``example.via`` label::
+``example.via`` label. A test's concept is its folder, so the label names a mutant of that
+concept's ``mutants.py`` by its bare name (in spec_tests/kv_bytes/)::
 
-    @example(seq_len=0, batch=1).via("mutant:kv_bytes.zero_len_rejected")
-    @example(seq_len=1, batch=0).via("mutant:kv_bytes.a mutant:kv_bytes.b")   # several
-    @example(x=torch.empty(0)).via("boundary: the empty tensor is legal")        # no realistic bug
+    @example(seq_len=0, batch=1).via("mutant:zero_len_rejected")
+    @example(seq_len=1, batch=0).via("mutant:a mutant:b")                  # several
+    @example(x=torch.empty(0)).via("boundary: the empty tensor is legal")  # no realistic bug
 
 :func:`scan` reads the test files (statically: the labels are string literals next to the
 example, so a reader sees them too) and :func:`problems` lists the examples that name no mutant,
-name an unknown one, or name another concept's. ``spec_tests/suite/test_pins.py`` runs that check
+name an unknown one, or qualify the name (``mutant:kv_bytes.x``: the proof runs the concept's own
+mutants, so another concept's cannot be pinned, and the folder already says which concept). ``spec_tests/suite/test_pins.py`` runs that check
 in every run and, under the ``ci``/``thorough`` profiles or ``--run-slow``, proves each label:
 the named mutant, run against the pinned test with explicit examples only (profile ``pins``),
 fails it. ``python -m conformance pins`` prints the table.
@@ -37,10 +39,12 @@ class Pin:
 
     @property
     def mutants(self) -> tuple[str, ...]:
-        """The mutant names the label gives (bare names, without ``mutant:<concept>.``)."""
+        """The mutant names the label gives (``mutant:<name>`` tokens; :func:`problems` reports
+        any other)."""
         if not self.label or self.label.startswith(BOUNDARY):
             return ()
-        return tuple(tok[len(MUTANT):].split(".", 1)[-1] for tok in self.label.split())
+        return tuple(tok[len(MUTANT):] for tok in self.label.split()
+                     if tok.startswith(MUTANT) and "." not in tok)
 
     @property
     def where(self) -> str:
@@ -108,22 +112,27 @@ def problems(pins: list[Pin], stray: list[str]) -> list[str]:
            for w in stray]
     for p in pins:
         if p.label is None:
-            out.append(f"{p.where}: @example without .via(\"mutant:{p.concept}.<name>\") or "
-                       f".via(\"boundary: ...\")")
+            out.append(f"{p.where}: @example without .via(\"mutant:<name>\") (a mutant of "
+                       f"spec_tests/{p.concept}/mutants.py) or .via(\"boundary: ...\")")
             continue
         if p.label.startswith(BOUNDARY):
             if not p.label[len(BOUNDARY):].strip():
                 out.append(f"{p.where}: boundary label says nothing: {p.label!r}")
             continue
         for tok in p.label.split():
-            if not tok.startswith(MUTANT) or "." not in tok:
-                out.append(f"{p.where}: label token {tok!r} is not 'mutant:<concept>.<name>'")
-                continue
-            cid, name = tok[len(MUTANT):].split(".", 1)
-            if cid != p.concept:
-                out.append(f"{p.where}: names mutant {tok!r} of another concept ({p.concept} expected)")
-            elif name not in names[cid]:
-                out.append(f"{p.where}: no mutant {name!r} in spec_tests/{cid}/mutants.py")
+            name = tok[len(MUTANT):]
+            if not tok.startswith(MUTANT) or not name:
+                out.append(f"{p.where}: label token {tok!r} is not 'mutant:<name>'")
+            elif "." in name:
+                cid, _, bare = name.partition(".")
+                if cid == p.concept:
+                    out.append(f"{p.where}: label token {tok!r}: write 'mutant:{bare}' (the test's "
+                               f"folder is its concept, {p.concept})")
+                else:
+                    out.append(f"{p.where}: names mutant {tok!r} of another concept: a pin proves "
+                               f"a mutant of its own concept, {p.concept}")
+            elif name not in names[p.concept]:
+                out.append(f"{p.where}: no mutant {name!r} in spec_tests/{p.concept}/mutants.py")
     return out
 
 

@@ -4,12 +4,15 @@ consistency checks and the per-concept report. Its options, and the decision to 
 repository's root ``conftest.py``).
 
 A test's concept is the package it lives in (``spec_tests/attention/test_x.py`` -> ``attention``);
-tests elsewhere may name one with ``@pytest.mark.concept("id")``. Tests in ``spec_tests/suite``
+tests elsewhere may name one with ``@pytest.mark.concept("id")``. The ``impl`` and ``reference``
+fixtures are bound to the test's concept (``impl.get("KVCache")`` in spec_tests/kv_bytes/ means
+``kv_bytes.KVCache``; ``impl.of("attention")`` names another), unbound for a test with no concept
+(conformance/loader.py ``ConceptView``). Tests in ``spec_tests/suite``
 (the suite's own tests), ``spec_tests/bundled`` (internals of the bundled implementations) and
 ``spec_tests/bench`` never run against a submission given with ``--impl``.
 
 A submission (a path, or a module other than the bundled ``reference``/``optimized``) runs in
-worker processes (conformance/isolation.py): its crash, exit, hang (``--timeout S``, per test,
+worker processes (conformance/submission.py): its crash, exit, hang (``--timeout S``, per test,
 Hypothesis tests included) or out-of-memory (``--memory GB``) gives its (submission, concept) cell
 a verdict and skips the cell's remaining tests; every other cell and the report survive. Each
 test's outcome is carried as a record in ``report.user_properties`` so that the table is also
@@ -17,8 +20,6 @@ built by the pytest-xdist controller.
 """
 from __future__ import annotations
 
-import ast
-import functools
 import os
 import re
 import shlex
@@ -26,18 +27,23 @@ from pathlib import Path
 
 import pytest
 
-from conformance import isolation, profiles, report, stateful
+from conformance import processes, profiles, report, signatures, stateful
+from conformance.clock import CLOCK, BudgetSpent
+from conformance.submission import OUTPUT_LIMIT, Options
+from conformance.verdict import SubmissionDied, WrongSignature
 from conformance.entry import under
 from conformance.badinput import Bad
-from conformance.loader import (BUNDLED, Implementation, NotImplementedInImpl, _looks_like_path,
+from conformance.loader import (BUNDLED, ConceptView, Implementation, NotImplementedInImpl, _looks_like_path,
                                 impl_specs_from_env, load_implementation)
-from conformance.registry import CONCEPTS, NOT_CONCEPTS, ROOT, SPEC_DIR, all_contract_names, problems, split_ids
+from conformance.consistency import problems
+from conformance.registry import CONCEPTS, NOT_CONCEPTS, ROOT, SPEC_DIR, split_ids
 
 IMPLS = pytest.StashKey[list]()
 REFERENCE = pytest.StashKey[Implementation]()
 RESULTS = pytest.StashKey[report.Results]()
 CONCEPT_FILTER = pytest.StashKey[set]()
 EXPLICIT_IMPLS = pytest.StashKey[bool]()
+SIGNATURES = pytest.StashKey[dict]()
 SUITE = "suite"
 DEFAULT_CALL_TIMEOUT_S = 60.0  # --call-timeout: one call into a submission
 
@@ -76,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("inferspec: the concept registry is inconsistent:\n  " + "\n  ".join(bad))
     explicit = config.getoption("impl") or impl_specs_from_env()
     specs = explicit or list(BUNDLED)
-    options = isolation.Options(memory_gb=config.getoption("memory"),
+    options = Options(memory_gb=config.getoption("memory"),
                                 forbid_reference=config.getoption("forbid_reference"))
     impls, seen = [], set()
     for spec in specs:
@@ -102,15 +108,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if any(i.isolated for i in impls) and not xdist_controller:
         # Workers are forked from a fork of this process taken now, before any test has run a
         # torch op: they start in milliseconds with torch and the reference already imported.
-        isolation.pool().prestart(fork=True)
+        processes.pool().prestart(fork=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     for impl in config.stash.get(IMPLS, []):
         if impl.submission is not None:
             impl.submission.close()
-    if isolation._POOL is not None:
-        isolation._POOL.shutdown()
+    processes.shutdown()
 
 
 def call_timeout_s(config: pytest.Config) -> float:
@@ -165,16 +170,25 @@ def concept_of(item) -> str:
     return _declared_concept(item) or SUITE
 
 
+def bound(impl: Implementation, concept: str) -> Implementation | ConceptView:
+    """``impl`` as a test of ``concept`` sees it: bound to the concept (``impl.get("KVCache")``
+    means ``kv_bytes.KVCache`` in spec_tests/kv_bytes/), or unbound outside any concept (the
+    suite's own tests), where ``impl.of("<concept>")`` names it."""
+    return impl.of(concept) if concept in CONCEPTS else impl
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "impl" in metafunc.fixturenames:
         impls = metafunc.config.stash[IMPLS]
-        metafunc.parametrize("impl", impls, ids=[i.name for i in impls])
+        concept = concept_of(metafunc.definition)
+        metafunc.parametrize("impl", [bound(i, concept) for i in impls], ids=[i.name for i in impls])
 
 
 @pytest.fixture
-def reference(request: pytest.FixtureRequest) -> Implementation:
-    """The bundled reference implementation (the spec), for differential properties."""
-    return request.config.stash[REFERENCE]
+def reference(request: pytest.FixtureRequest) -> Implementation | ConceptView:
+    """The bundled reference implementation (the spec), for differential properties; bound to the
+    test's concept like ``impl``."""
+    return bound(request.config.stash[REFERENCE], concept_of(request.node))
 
 
 @pytest.fixture(scope="session")
@@ -217,7 +231,7 @@ def _found_in(exc: BaseException | None, kind: type, depth: int = 0):
 
 def _died_in(exc: BaseException | None):
     """The SubmissionDied in an exception (see :func:`_found_in`)."""
-    return _found_in(exc, isolation.SubmissionDied)
+    return _found_in(exc, SubmissionDied)
 
 
 def test_kind(item: pytest.Item) -> str:
@@ -240,7 +254,7 @@ def raised_by_the_implementation(exc: BaseException | None) -> bool:
     spec_tests/ and conformance/."""
     if exc is None or isinstance(exc, AssertionError):
         return False
-    if hasattr(exc, "_rp_msg"):  # rebuilt from the submission's process (conformance/isolation.py)
+    if hasattr(exc, "_rp_msg"):  # rebuilt from the submission's process (conformance/wire.py)
         return True
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
@@ -269,26 +283,11 @@ def _skip_reason(rep) -> str:
     return str(lr or "")
 
 
-@functools.lru_cache(maxsize=None)
-def _names_asked(path: str) -> tuple[tuple[str, str, int], ...]:
-    """(receiver, contract name, line) for every ``impl.get("x.y")``-style call in a test file:
-    receivers ``impl`` / ``reference``, methods get / resolve / provides / missing."""
-    tree = ast.parse(Path(path).read_text(), path)
-    out = []
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("get", "resolve", "provides", "missing")
-                and isinstance(node.func.value, ast.Name) and node.func.value.id in ("impl", "reference")):
-            for arg in node.args:
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                    out.append((node.func.value.id, arg.value, node.lineno))
-    return tuple(out)
-
-
 def _consistency_errors(items: list[pytest.Item]) -> list[str]:
-    """Tests whose concept is unknown, or that ask for names outside their concept's contract."""
-    known = all_contract_names()
-    errors, files = [], {}
+    """Tests whose concept marker names an unknown concept, or another concept than their folder's.
+    (The names a test asks for are checked when it runs: ``impl.get`` of a name outside the bound
+    concept's contract is a LookupError, conformance/loader.py ``ConceptView``.)"""
+    errors = []
     for it in items:
         declared = _declared_concept(it)
         if declared is not None and declared not in CONCEPTS:
@@ -296,18 +295,6 @@ def _consistency_errors(items: list[pytest.Item]) -> list[str]:
         folder = _folder_of(Path(str(it.path)))
         if folder is not None and declared is not None and folder not in NOT_CONCEPTS and declared != folder:
             errors.append(f"{it.nodeid}: lives in spec_tests/{folder}/ but is marked concept {declared!r}")
-        files.setdefault(str(it.path), concept_of(it))
-    for path, cid in files.items():
-        if not path.endswith(".py"):
-            continue
-        for receiver, name, line in _names_asked(path):
-            where = f"{os.path.relpath(path)}:{line}"
-            if name not in known:
-                errors.append(f"{where}: {receiver}.get({name!r}) is not a contract name "
-                              "(reference/<concept>.py __all__ / __optional__)")
-            elif receiver == "impl" and cid in CONCEPTS and known[name] != cid:
-                errors.append(f"{where}: a test of concept {cid!r} asks the implementation for "
-                              f"{name!r}, a name of concept {known[name]!r}")
     return errors
 
 
@@ -390,7 +377,7 @@ class _Session:
         rep = yield
         concept, impl = concept_of(item), impl_obj(item)
         exc = call.excinfo.value if call.excinfo is not None else None
-        budget = _found_in(exc, isolation.BudgetSpent)
+        budget = _found_in(exc, BudgetSpent)
         if budget is not None and not budget.failures:  # every example passed: the test passes
             rep.outcome, rep.longrepr = "passed", None
             rep.sections.append(("inferspec: time budget", str(budget)))
@@ -409,7 +396,7 @@ class _Session:
         if rep.failed and exc is not None:
             reproduce = self._reproduce(item, impl)
             rep.sections.append(("inferspec: reproduce", "paste to reproduce:\n    " + reproduce))
-            died = _died_in(exc)
+            died = _died_in(exc) or _found_in(exc, WrongSignature)
             if died is None and impl is not None and impl.isolated:
                 # the cell's worker died in this test, whatever exception the test ended with
                 # (Hypothesis may wrap it, e.g. a stateful test's FlakyStrategyDefinition)
@@ -419,13 +406,13 @@ class _Session:
             rec["failure"] = report.failure_record(died or budget or exc, rep.nodeid, reproduce,
                                                    rep.longreprtext or "")
             if died is not None:
-                rec["verdict"], rec["verdict_kind"] = died.verdict, died.kind
+                rec["verdict"], rec["verdict_kind"] = died.verdict, died.kind.value
             if budget is not None:  # stopped while shrinking: the smallest failing example seen
                 rec["failure"]["calls"] = budget.calls
-            elif impl is not None and impl.isolated and isolation.CLOCK.calls:
+            elif impl is not None and impl.isolated and CLOCK.calls:
                 # the calls of the example that failed (Hypothesis' replay of it runs last)
-                rec["failure"]["calls"] = isolation.CLOCK.session()
-            rec["failure"]["rule"] = rule_of(item)
+                rec["failure"]["calls"] = CLOCK.session()
+            rec["failure"]["rule"] = signatures.RULE if isinstance(died, WrongSignature) else rule_of(item)
             rec["failure"]["crash"] = raised_by_the_implementation(exc if budget is None and died is None else None)
             calls = rec["failure"].get("calls") or ""
             rec["failure"]["ncalls"] = len(calls.splitlines())
@@ -438,7 +425,7 @@ class _Session:
             text, dropped = impl.submission.take_output(concept)
             if rep.failed and (text or dropped):
                 more = f"\n... ({dropped} more characters not kept)" if dropped else ""
-                rec["output"] = (text + more)[-isolation.OUTPUT_LIMIT - 200:]
+                rec["output"] = (text + more)[-OUTPUT_LIMIT - 200:]
                 rep.sections.append(("inferspec: the submission printed", rec["output"]))
         rep.user_properties.append((report.KEY, rec))
         return rep
@@ -473,10 +460,38 @@ class _Session:
             died = impl.submission.verdict(concept)
             if died is not None:
                 raise NotRun(f"not run: {died.verdict} in {died.test.split('::')[-1]}")
-            isolation.CLOCK.begin(item.nodeid, call_timeout_s(self.config), budget_s(self.config))
+            CLOCK.begin(item.nodeid, call_timeout_s(self.config), budget_s(self.config))
+        if impl is not None and concept in CONCEPTS:
+            self._check_signatures(getattr(impl, "implementation", impl), concept)
+
+    def _check_signatures(self, impl: Implementation, concept: str) -> None:
+        """Before a cell's first test: every contract name the implementation provides accepts
+        every call the contract allows (``conformance/signatures.py``). If not, that test fails with
+        the one-line verdict and the cell's other tests are not run."""
+        key = (impl.name, concept)
+        seen = self.config.stash.setdefault(SIGNATURES, {})
+        if key not in seen:
+            seen[key] = None
+            if impl.name != "reference":
+                contract, wanted = signatures.contract_shapes(CONCEPTS[concept])
+                if impl.submission is not None:
+                    impl.submission.name = impl.name
+                    was, CLOCK.logging = CLOCK.logging, True  # the harness' own look: not in the call log
+                    try:
+                        got = impl.submission.call_in_process(concept, signatures.shapes, (wanted,), {})
+                    finally:
+                        CLOCK.logging = was
+                else:
+                    got = signatures.shapes(impl, wanted)
+                found = signatures.problems(contract, got)
+                if found:
+                    seen[key] = "reported"
+                    raise WrongSignature(found)
+        elif seen[key] is not None:
+            raise NotRun(f"not run: wrong signature ({concept})")
 
     def pytest_runtest_logfinish(self, nodeid, location) -> None:
-        isolation.CLOCK.end()
+        CLOCK.end()
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config: pytest.Config) -> None:
         results = config.stash.get(RESULTS, None)

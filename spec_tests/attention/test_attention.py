@@ -35,14 +35,14 @@ def _run(fn, q, k, v, case: AttnCase, **extra):
     return fn(q, k, v, causal=case.causal, window=case.window, scale=case.scale, **extra)
 
 
-def _check_against(oracle_out, oracle_lse, impl, reference, case: AttnCase, device, name="attention.attention"):
+def _check_against(oracle_out, oracle_lse, impl, reference, case: AttnCase, device, name="attention"):
     fn = impl.get(name)
     q, k, v = case.tensors(device)
     before = [t.clone() for t in (q, k, v)]
     out, lse = _run(fn, q, k, v, case, return_lse=True)
     for label, t, b in zip("qkv", (q, k, v), before):
         assert torch.equal(t, b), f"{name} modified its input {label} in place"
-    ref_out, ref_lse = _run(reference.get("attention.attention"), q, k, v, case, return_lse=True)
+    ref_out, ref_lse = _run(reference.get("attention"), q, k, v, case, return_lse=True)
     inputs = dict(case=case, q=q, k=k, v=v)
     assert_close_to_oracle(out, ref_out, oracle_out, name=f"{name} out", inputs=inputs,
                            floor_from=out_floor_from(q, k, v, case.scale, oracle_out))
@@ -56,13 +56,13 @@ def _check_against(oracle_out, oracle_lse, impl, reference, case: AttnCase, devi
 
 # Pinned examples (each catches the mutant named), then the generated ones (tile-edge lengths and
 # windows, scales 0 and negative, head_dim 8 ... 64: spec_tests/attention/strategies.py).
-@example(case=AttnCase(1, 2, 1, 5, 3, 16, True, None, "float16", 7)).via("mutant:attention.masked_row_nan")  # q > kv: masked rows
-@example(case=AttnCase(1, 2, 2, 3, 17, 32, True, None, "bfloat16", 1)).via("mutant:attention.top_left_causal")  # decode-like, bottom-right
-@example(case=AttnCase(2, 4, 1, 33, 33, 16, True, 4, "float32", 3)).via("mutant:attention.window_off_by_one")  # MQA + window 4
-@example(case=AttnCase(1, 4, 2, 9, 12, 16, False, 0, "float16", 5)).via("mutant:attention.window_zero_is_none mutant:attention.gqa_wrong_head")  # window 0, GQA 2
-@example(case=AttnCase(1, 2, 1, 6, 10, 32, True, None, "float32", 8, 0.0)).via("mutant:attention.scale_zero_is_default")  # scale 0: uniform
-@example(case=AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 9)).via("mutant:attention.decode_lse_squeezed")  # q_len 1, kv_len 1
-@example(case=AttnCase(1, 2, 1, 4, 1, 16, True, None, "bfloat16", 10)).via("mutant:attention.causal_off_by_one")  # kv_len 1 under 4 queries
+@example(case=AttnCase(1, 2, 1, 5, 3, 16, True, None, "float16", 7)).via("mutant:masked_row_nan")  # q > kv: masked rows
+@example(case=AttnCase(1, 2, 2, 3, 17, 32, True, None, "bfloat16", 1)).via("mutant:top_left_causal")  # decode-like, bottom-right
+@example(case=AttnCase(2, 4, 1, 33, 33, 16, True, 4, "float32", 3)).via("mutant:window_off_by_one")  # MQA + window 4
+@example(case=AttnCase(1, 4, 2, 9, 12, 16, False, 0, "float16", 5)).via("mutant:window_zero_is_none mutant:gqa_wrong_head")  # window 0, GQA 2
+@example(case=AttnCase(1, 2, 1, 6, 10, 32, True, None, "float32", 8, 0.0)).via("mutant:scale_zero_is_default")  # scale 0: uniform
+@example(case=AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 9)).via("mutant:decode_lse_squeezed")  # q_len 1, kv_len 1
+@example(case=AttnCase(1, 2, 1, 4, 1, 16, True, None, "bfloat16", 10)).via("mutant:causal_off_by_one")  # kv_len 1 under 4 queries
 @given(case=attn_cases(max_len=65, max_work=24))
 def test_matches_float64_brute_force(impl, reference, device, case):
     """out and lse agree with a float64 brute force within the tolerance rule; inputs untouched."""
@@ -88,8 +88,8 @@ def test_matches_torch_sdpa(impl, reference, device, case):
     and left window)."""
     oracle = _sdpa_oracle(case, device)
     q, k, v = case.tensors(device)
-    out = _run(impl.get("attention.attention"), q, k, v, case)
-    ref = _run(reference.get("attention.attention"), q, k, v, case)
+    out = _run(impl.get("attention"), q, k, v, case)
+    ref = _run(reference.get("attention"), q, k, v, case)
     assert_close_to_oracle(out, ref, oracle, name="attention out vs SDPA", inputs=dict(case=case),
                            floor_from=out_floor_from(q, k, v, case.scale, oracle))
 
@@ -97,7 +97,7 @@ def test_matches_torch_sdpa(impl, reference, device, case):
 @given(case=attn_cases(dtypes=("float64",), max_len=24))
 def test_float64_is_exact(impl, device, case):
     """In float64 an implementation is exact to 1e-10 (skipped where float64 is unsupported)."""
-    fn = impl.get("attention.attention")
+    fn = impl.get("attention")
     try:
         out, lse = _run(fn, *case.tensors(device), case, return_lse=True)
     except TypeError as exc:
@@ -120,17 +120,17 @@ def _tiled_cases(draw):
     return AttnCase(**{**case.__dict__, "q_len": q_len, "kv_len": kv_len}), block_q, block_k
 
 
-@example(tiled=(AttnCase(1, 2, 1, 24, 25, 16, True, None, "float16", 21), 8, 8)).via("mutant:attention.tiled_drops_ragged_tail")  # ragged tail of 1
-@example(tiled=(AttnCase(1, 2, 2, 16, 32, 32, False, None, "float32", 22, 1.0, 3.0), 16, 8)).via("mutant:attention.tiled_no_rescale")  # max rises
+@example(tiled=(AttnCase(1, 2, 1, 24, 25, 16, True, None, "float16", 21), 8, 8)).via("mutant:tiled_drops_ragged_tail")  # ragged tail of 1
+@example(tiled=(AttnCase(1, 2, 2, 16, 32, 32, False, None, "float32", 22, 1.0, 3.0), 16, 8)).via("mutant:tiled_no_rescale")  # max rises
 @given(tiled=_tiled_cases())
 def test_tiled_equals_plain(impl, reference, device, tiled):
     """The online-softmax tiled form computes the same function for any tile sizes."""
     case, block_q, block_k = tiled
-    fn = impl.get("attention.attention_tiled")
+    fn = impl.get("attention_tiled")
     q, k, v = case.tensors(device)
     oracle_out, oracle_lse = attention_brute_force(q, k, v, **case.kwargs)
     out, lse = _run(fn, q, k, v, case, return_lse=True, block_q=block_q, block_k=block_k)
-    ref_out, ref_lse = _run(reference.get("attention.attention"), q, k, v, case, return_lse=True)
+    ref_out, ref_lse = _run(reference.get("attention"), q, k, v, case, return_lse=True)
     inputs = dict(case=case, block_q=block_q, block_k=block_k)
     assert_close_to_oracle(out, ref_out, oracle_out, name="attention_tiled out", inputs=inputs,
                            floor_from=out_floor_from(q, k, v, case.scale, oracle_out))
@@ -145,12 +145,12 @@ def test_gqa_equals_mha_with_repeated_kv(impl, reference, device, case):
     both calls meet the tolerance rule against one float64 oracle. (Each side against the
     oracle, with the score-scaled floor, rather than side against side: two correct matmul
     shapes may round the scores differently, e.g. cuBLAS in float32 on the H200.)"""
-    fn = impl.get("attention.attention")
+    fn = impl.get("attention")
     q, k, v = case.tensors(device)
     group = case.q_heads // case.kv_heads
     gqa = _run(fn, q, k, v, case)
     mha = _run(fn, q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1), case)
-    ref = _run(reference.get("attention.attention"), q, k, v, case)
+    ref = _run(reference.get("attention"), q, k, v, case)
     oracle, _ = attention_brute_force(q, k, v, **case.kwargs)
     floor_from = out_floor_from(q, k, v, case.scale, oracle)
     for name, out in (("GQA", gqa), ("MHA on repeated K/V", mha)):
@@ -161,13 +161,13 @@ def test_gqa_equals_mha_with_repeated_kv(impl, reference, device, case):
 @given(case=attn_cases(allow_window=False, max_len=65, max_work=16), data=st.data())
 def test_noncausal_invariant_to_key_permutation(impl, reference, device, case, data):
     """Without a mask, permuting keys together with their values leaves the output unchanged."""
-    fn = impl.get("attention.attention")
+    fn = impl.get("attention")
     case = AttnCase(**{**case.__dict__, "causal": False})
     perm = torch.tensor(data.draw(st.permutations(range(case.kv_len)), label="perm"))
     q, k, v = case.tensors(device)
     out = _run(fn, q, k, v, case)
     permuted = _run(fn, q, k[:, :, perm], v[:, :, perm], case)
-    ref = _run(reference.get("attention.attention"), q, k, v, case)
+    ref = _run(reference.get("attention"), q, k, v, case)
     oracle, _ = attention_brute_force(q, k, v, **case.kwargs)
     assert_metamorphic(permuted, out, ref, oracle, name="key-permuted output", inputs=dict(case=case))
 
@@ -177,7 +177,7 @@ def test_noncausal_invariant_to_key_permutation(impl, reference, device, case, d
 def test_fully_masked_rows_are_zero_with_lse_minus_inf(impl, device, case, extra):
     """Causal with q_len > kv_len: the first q_len - kv_len queries see no key -> out 0, lse -inf."""
     case = AttnCase(**{**case.__dict__, "causal": True, "q_len": case.kv_len + extra})
-    out, lse = _run(impl.get("attention.attention"), *case.tensors(device), case, return_lse=True)
+    out, lse = _run(impl.get("attention"), *case.tensors(device), case, return_lse=True)
     assert torch.isfinite(out).all(), "NaN/inf in the output"
     assert (out[:, :, :extra] == 0).all(), "fully masked rows must be exactly 0"
     assert (lse[:, :, :extra] == -math.inf).all(), "fully masked rows must have lse = -inf"
@@ -185,8 +185,8 @@ def test_fully_masked_rows_are_zero_with_lse_minus_inf(impl, device, case, extra
 
 
 # ------------------------------------------------------------------ defaults and boundaries
-@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 31), omit=frozenset({"causal"})).via("mutant:attention.default_causal_true")
-@example(case=AttnCase(1, 2, 1, 6, 9, 64, False, 2, "float32", 32), omit=frozenset({"scale", "return_lse"})).via("mutant:attention.default_returns_lse")
+@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 31), omit=frozenset({"causal"})).via("mutant:default_causal_true")
+@example(case=AttnCase(1, 2, 1, 6, 9, 64, False, 2, "float32", 32), omit=frozenset({"scale", "return_lse"})).via("mutant:default_returns_lse")
 @settings(max_examples=_scaled(10))
 @given(case=attn_cases(max_len=24, head_dims=(16, 64), max_work=8),
        omit=st.frozensets(st.sampled_from(sorted(DEFAULTS)), min_size=1))
@@ -195,7 +195,7 @@ def test_omitted_arguments_mean_the_defaults(impl, device, case, omit):
     passing the documented default gives (causal=False, window=None, scale=None, return_lse=False;
     the others as drawn), and ``scale=None`` is exactly ``1/sqrt(head_dim)`` (head_dim 16 or 64:
     exactly representable). Mutants: default_causal_true, default_returns_lse."""
-    fn = impl.get("attention.attention")
+    fn = impl.get("attention")
     q, k, v = case.tensors(device)
     drawn = dict(case.kwargs, return_lse=case.seed % 2 == 1)
     given_args = {n: x for n, x in drawn.items() if n not in omit}
@@ -226,7 +226,7 @@ def test_empty_inputs(impl, device, q_shape, kv_shape, causal, dtype):
     query sees no key (kv_len 0). Mutant: empty_keys_crash."""
     q = torch.randn(q_shape, dtype=dtype, device=device)
     k, v = (torch.randn(kv_shape, dtype=dtype, device=device) for _ in range(2))
-    out, lse = impl.get("attention.attention")(q, k, v, causal=causal, return_lse=True)
+    out, lse = impl.get("attention")(q, k, v, causal=causal, return_lse=True)
     assert out.shape == q.shape and out.dtype == dtype, f"out {tuple(out.shape)} {out.dtype}"
     assert lse.shape == q.shape[:3], f"lse shape {tuple(lse.shape)} != {tuple(q.shape[:3])}"
     assert (out == 0).all() and (lse == -math.inf).all()
@@ -234,13 +234,13 @@ def test_empty_inputs(impl, device, q_shape, kv_shape, causal, dtype):
 
 def test_fresh_result_for_each_call(impl, reference, device):
     """Two calls with equal shapes but different values give their own answers (no stale cache)."""
-    fn = impl.get("attention.attention")
+    fn = impl.get("attention")
     for seed in (11, 12):
         case = AttnCase(1, 2, 1, 9, 9, 32, True, None, "float16", seed)
         q, k, v = case.tensors(device)
         oracle, _ = attention_brute_force(q, k, v, causal=True)
         out = _run(fn, q, k, v, case)
-        ref = _run(reference.get("attention.attention"), q, k, v, case)
+        ref = _run(reference.get("attention"), q, k, v, case)
         assert_close_to_oracle(out, ref, oracle, name=f"call with seed {seed}",
                                floor_from=out_floor_from(q, k, v, None, oracle))
 
@@ -291,7 +291,7 @@ BAD = [
 def test_rejects_bad_input(impl, device, bad):
     """Malformed input raises TypeError (wrong kind of value) or ValueError (illegal value) whose
     message names the argument; the rejected call leaves its tensors unchanged."""
-    assert_rejects(impl.get("attention.attention"), lambda: _valid(device), bad)
+    assert_rejects(impl.get("attention"), lambda: _valid(device), bad)
 
 
 TILED_BAD = [
@@ -308,4 +308,4 @@ TILED_BAD = [
 @bad_cases(TILED_BAD)
 def test_tiled_rejects_bad_input(impl, device, bad):
     """attention_tiled checks its inputs like attention, and block sizes are ints >= 1."""
-    assert_rejects(impl.get("attention.attention_tiled"), lambda: _valid(device), bad)
+    assert_rejects(impl.get("attention_tiled"), lambda: _valid(device), bad)

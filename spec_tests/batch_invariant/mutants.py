@@ -2,13 +2,11 @@
 orders that depend on the batch."""
 from conformance.mutants import Patch
 
-_REF = "reference/batch_invariant.py"
 
 MUTANTS = [
     Patch("split_k_above_m",
           "matmul splits K in two halves (two partial sums added at the end, as split-K kernels "
           "do) once the batch has 128 rows or more: a row's bits change with the batch size.",
-          _REF,
           "    out = fixed_order_sum(lambda k: af[:, k, None] * bf[None, k, :], K, cd, (M, N), a.device)\n",
           "    if M >= 128 and K > 1:\n"
           "        h = K // 2\n"
@@ -19,7 +17,6 @@ MUTANTS = [
     Patch("block_from_batch",
           "The reduction block is chosen from the number of rows (16 below 64 rows, 32 from 64 "
           "rows on, as a heuristic tuned for occupancy would): a row's bits change with the batch.",
-          _REF,
           "    total = torch.zeros(shape, dtype=dtype, device=device)\n"
           "    for k0 in range(0, length, BLOCK):\n"
           "        part = term(k0)\n"
@@ -33,7 +30,6 @@ MUTANTS = [
           "Block partials are added in 'arrival order', as an atomic add would: modelled as a "
           "permutation seeded by the output's shape (on a GPU it changes run to run; here it "
           "changes with the batch, which makes it testable deterministically).",
-          _REF,
           "    total = torch.zeros(shape, dtype=dtype, device=device)\n"
           "    for k0 in range(0, length, BLOCK):\n"
           "        part = term(k0)\n"
@@ -57,7 +53,6 @@ MUTANTS = [
     Patch("position_dependent_order",
           "Row-wise sums (rms_norm, softmax, sum, mean) add a row's terms right to left when the "
           "row sits at an odd position of the batch: its bits depend on where it is placed.",
-          _REF,
           "    L = xf.shape[-1]\n"
           "    return fixed_order_sum(lambda k: xf[..., k:k + 1], L, xf.dtype, (*xf.shape[:-1], 1), xf.device)\n",
           "    L = xf.shape[-1]\n"
@@ -69,7 +64,6 @@ MUTANTS = [
           "decode_attention cuts the keys into a split COUNT chosen from the batch (4 splits for "
           "one sequence, fewer as the batch grows, as split-KV heuristics fill the GPU), so the "
           "split size and the merge order change with the batch.",
-          _REF,
           "        for s0 in range(0, n, KV_SPLIT):              # fixed split size: never a count from B\n"
           "            s1 = min(s0 + KV_SPLIT, n)\n",
           "        split = -(-n // max(1, 4 // B))\n"
@@ -78,36 +72,31 @@ MUTANTS = [
     Patch("kernel_block_k_from_batch",
           "The Triton matmul halves BLOCK_K from 128 rows on (a tile configuration chosen from "
           "M): the float32 accumulation order over K, and so a row's bits, change with the batch.",
-          "optimized/batch_invariant.py",
           "    bm, bn, bk, warps, stages = (TILES_SMALL_M if M <= SMALL_M else TILES)[a.dtype]\n",
           "    bm, bn, bk, warps, stages = (TILES_SMALL_M if M <= SMALL_M else TILES)[a.dtype]\n"
-          "    bk = bk if M < 128 else bk // 2\n"),
+          "    bk = bk if M < 128 else bk // 2\n", module="optimized"),
     Patch("kernel_split_from_longest",
           "The Triton decode kernel cuts every sequence into splits of a size chosen from the "
           "batch's LONGEST context (a fixed count of 4 splits of the longest sequence, rounded up to "
           "a power of two >= 16 keys), as simple flash-decoding kernels do: a sequence's split "
           "boundaries, and so its bits, change with the other sequences' lengths.",
-          "optimized/batch_invariant.py",
           "    NS = triton.cdiv(S, KV_SPLIT)\n",
           "    KV_SPLIT = max(16, triton.next_power_of_2(triton.cdiv(int(lens.max()), 4)))\n"
-          "    NS = triton.cdiv(S, KV_SPLIT)\n"),
+          "    NS = triton.cdiv(S, KV_SPLIT)\n", module="optimized"),
     Patch("gqa_head_modulo",
           "GQA head map h % Hkv instead of h // (H / Hkv) (the interleaved convention of another "
           "codebase): query head h reads the wrong KV head whenever 1 < Hkv < H.",
-          _REF,
           "    heads = torch.arange(H, device=q.device) // (H // k.shape[1])",
           "    heads = torch.arange(H, device=q.device) % k.shape[1]"),
     Patch("log_softmax_without_max",
           "log_softmax as x - log(sum(exp(x))) without subtracting the row max first: exact in "
           "real arithmetic, but exp overflows float32 once a logit exceeds ~88, giving -inf.",
-          _REF,
           "    m = xf.amax(dim=-1, keepdim=True)       # a max is exact in any order\n"
           "    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))\n",
           "    m = torch.zeros_like(xf.amax(dim=-1, keepdim=True))\n"),
     Patch("softmax_without_max",
           "softmax as exp(x) / sum(exp(x)) without the max shift: NaN (inf / inf) once a row has "
           "a value above ~88.",
-          _REF,
           "    m = xf.amax(dim=-1, keepdim=True)\n"
           "    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))\n"
           "    e = torch.exp(xf - m)\n",
@@ -116,12 +105,10 @@ MUTANTS = [
     Patch("rms_eps_outside_sqrt",
           "rms_norm divides by sqrt(mean(x^2)) + eps instead of sqrt(mean(x^2) + eps) (a common "
           "LayerNorm-style slip): invisible at eps 1e-6, wrong at any eps that matters.",
-          _REF,
           "    normed = xf * torch.rsqrt(ms + eps)\n",
           "    normed = xf / (torch.sqrt(ms) + eps)\n"),
     Patch("rms_eps_ignored",
           "rms_norm ignores its eps argument and always uses the default 1e-6.",
-          _REF,
           "    normed = xf * torch.rsqrt(ms + eps)\n",
           "    normed = xf * torch.rsqrt(ms + 1e-6)\n"),
 ]

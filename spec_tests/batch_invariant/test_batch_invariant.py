@@ -32,7 +32,7 @@ def same_bits(a, b) -> bool:
 
 
 def _row_op(impl, op, seed, D, dtype, device="cpu"):
-    f = impl.get(f"batch_invariant.{op}")
+    f = impl.get(op)
     if op == "rms_norm":
         w = torch.randn(D, generator=generator(seed + 1)).to(dtype).to(device)
         return lambda x: f(x, w, 1e-6)
@@ -43,15 +43,15 @@ def _row_op(impl, op, seed, D, dtype, device="cpu"):
 # 129 rows crosses a kernel's 128-row tile and any "split-K above M" threshold; 64 crosses a
 # block size chosen from the batch. Mutants: split_k_above_m, block_from_batch, atomic_add_order.
 @example(dt="float32", K=80, N=8, a=(129, 100, 3), b=(1, 0, 4), seed=1).via(
-    "mutant:batch_invariant.split_k_above_m mutant:batch_invariant.kernel_block_k_from_batch "
-    "mutant:batch_invariant.atomic_add_order")
-@example(dt="bfloat16", K=40, N=33, a=(64, 63, 5), b=(2, 1, 6), seed=2).via("mutant:batch_invariant.block_from_batch")
+    "mutant:split_k_above_m mutant:kernel_block_k_from_batch "
+    "mutant:atomic_add_order")
+@example(dt="bfloat16", K=40, N=33, a=(64, 63, 5), b=(2, 1, 6), seed=2).via("mutant:block_from_batch")
 @settings(max_examples=6)
 @given(dt=dtype_name, K=st.sampled_from(LENGTHS), N=st.sampled_from((1, 8, 33)),
        a=composition(), b=composition(), seed=st.integers(0, 2**31 - 1))
 def test_matmul_row_is_batch_invariant(impl, device, dt, K, N, a, b, seed):
     """matmul(batch, w)[position] has the bits of matmul(row, w)[0], for two different batches."""
-    mm = impl.get("batch_invariant.matmul")
+    mm = impl.get("matmul")
     row, w = rand((1, K), seed, dt), rand((K, N), seed + 1, dt).to(device)
     alone = mm(row.to(device), w)[0]
     for rows, pos, s in (a, b):
@@ -63,9 +63,9 @@ def test_matmul_row_is_batch_invariant(impl, device, dt, K, N, a, b, seed):
 
 # Mutants: position_dependent_order, block_from_batch.
 @example(op="log_softmax", dt="float32", D=100, a=(129, 1, 3), b=(1, 0, 4), seed=1
-         ).via("mutant:batch_invariant.position_dependent_order")
+         ).via("mutant:position_dependent_order")
 @example(op="rms_norm", dt="float32", D=100, a=(64, 5, 3), b=(7, 2, 4), seed=1
-         ).via("mutant:batch_invariant.block_from_batch mutant:batch_invariant.position_dependent_order")
+         ).via("mutant:block_from_batch mutant:position_dependent_order")
 @settings(max_examples=8)
 @given(op=st.sampled_from(ROW_OPS), dt=dtype_name, D=st.sampled_from(ROW_LENGTHS),
        a=composition(max_rows=64), b=composition(max_rows=64), seed=st.integers(0, 2**31 - 1))
@@ -103,16 +103,16 @@ def _decode_batch(q, k, v, n, rows, pos, seed):
 
 
 @example(dt="float32", n=70, heads=(2, 2), a=(1, 0, 1), b=(5, 4, 2), seed=3
-         ).via("mutant:batch_invariant.attention_splits_from_batch")
+         ).via("mutant:attention_splits_from_batch")
 @example(dt="float16", n=33, heads=(4, 2), a=(5, 4, 4), b=(2, 0, 8), seed=4
-         ).via("mutant:batch_invariant.kernel_split_from_longest")
+         ).via("mutant:kernel_split_from_longest")
 @settings(max_examples=3)
 @given(dt=dtype_name, n=st.sampled_from(ATT_LENGTHS), heads=st.sampled_from(ATT_HEADS),
        a=composition(max_rows=64), b=composition(max_rows=64), seed=st.integers(0, 2**31 - 1))
 def test_decode_attention_is_batch_invariant(impl, device, dt, n, heads, a, b, seed):
     """A sequence's decode output has the same bits alone, at any position among sequences of
     other (ragged) lengths (1-5 sequences), in two other batches, whatever the padded length S."""
-    att = impl.get("batch_invariant.decode_attention")
+    att = impl.get("decode_attention")
     (H, Hkv), D = heads, 16
     a, b = (min(a[0], 5), min(a[1], min(a[0], 5) - 1), a[2]), (min(b[0], 5), min(b[1], min(b[0], 5) - 1), b[2])
     q, k, v = rand((1, H, D), seed, dt), rand((1, Hkv, n, D), seed + 1, dt), rand((1, Hkv, n, D), seed + 2, dt)
@@ -142,13 +142,13 @@ def _oracles(op, x, w, eps=1e-6):
 
 
 @example(op="log_softmax", dt="float32", rows=3, L=17, seed=1, scale=200.0, eps=1e-6).via(
-    "mutant:batch_invariant.log_softmax_without_max")
+    "mutant:log_softmax_without_max")
 @example(op="softmax", dt="bfloat16", rows=3, L=17, seed=1, scale=200.0, eps=1e-6).via(
-    "mutant:batch_invariant.softmax_without_max")
+    "mutant:softmax_without_max")
 @example(op="rms_norm", dt="float32", rows=3, L=17, seed=1, scale=3.0, eps=0.5).via(
-    "mutant:batch_invariant.rms_eps_outside_sqrt")
+    "mutant:rms_eps_outside_sqrt")
 @example(op="rms_norm", dt="bfloat16", rows=3, L=80, seed=2, scale=1.0, eps=3.0).via(
-    "mutant:batch_invariant.rms_eps_ignored")
+    "mutant:rms_eps_ignored")
 @settings(max_examples=12)
 @given(op=st.sampled_from(("matmul",) + ROW_OPS), dt=dtype_name, rows=st.sampled_from((1, 3, 20)),
        L=st.sampled_from((1, 17, 80, 300)), seed=st.integers(0, 2**31 - 1),
@@ -162,8 +162,8 @@ def test_values_agree_with_torch(impl, reference, device, op, dt, rows, L, seed,
     w = rand((L, 5) if op == "matmul" else (L,), seed + 1, dt)
     args = tuple(t.to(device) for t in ((x, w) if op in ("matmul", "rms_norm") else (x,)))
     kw = dict(eps=eps) if op == "rms_norm" else {}
-    got = impl.get(f"batch_invariant.{op}")(*args, **kw)
-    ref = reference.get(f"batch_invariant.{op}")(*args, **kw)
+    got = impl.get(op)(*args, **kw)
+    ref = reference.get(op)(*args, **kw)
     assert_close_to_oracle(got, ref, _oracles(op, x, w, eps), inputs=dict(x=x, w=w, eps=eps), name=op,
                            floor_from=_floor_from(op, x, w))
 
@@ -187,7 +187,7 @@ def test_reference_agrees_with_torch_ops(reference, dt):
     """The reference itself is the plain op: within the tolerance rule with torch's own op as the
     low-precision baseline (so a reference bug cannot hide behind the rule)."""
     x, w = rand((9, 300), 5, dt) * 3, rand((300, 7), 6, dt)
-    R = lambda n: reference.get(f"batch_invariant.{n}")  # noqa: E731
+    R = lambda n: reference.get(n)  # noqa: E731
     assert_close_to_oracle(R("matmul")(x, w), x @ w, _oracles("matmul", x, w), name="matmul")
     assert_close_to_oracle(R("log_softmax")(x), torch.log_softmax(x, -1), _oracles("log_softmax", x, w),
                            name="log_softmax")
@@ -195,7 +195,7 @@ def test_reference_agrees_with_torch_ops(reference, dt):
     assert_close_to_oracle(R("row_mean")(x), x.mean(-1), _oracles("row_mean", x, w), name="row_mean")
 
 
-@example(dt="float32", heads=(4, 2), lens=(97, 1, 33), seed=1).via("mutant:batch_invariant.gqa_head_modulo")
+@example(dt="float32", heads=(4, 2), lens=(97, 1, 33), seed=1).via("mutant:gqa_head_modulo")
 @settings(max_examples=3)
 @given(dt=dtype_name, heads=st.sampled_from(ATT_HEADS),
        lens=st.lists(st.sampled_from(ATT_LENGTHS), min_size=1, max_size=3).map(tuple),
@@ -207,7 +207,7 @@ def test_decode_attention_values(impl, device, dt, heads, lens, seed):
     (H, Hkv), D, S = heads, 16, max(lens) + 5
     B = len(lens)
     q, k, v = rand((B, H, D), seed, dt) * 2, rand((B, Hkv, S, D), seed + 1, dt), rand((B, Hkv, S, D), seed + 2, dt)
-    got = impl.get("batch_invariant.decode_attention")(q.to(device), k.to(device), v.to(device),
+    got = impl.get("decode_attention")(q.to(device), k.to(device), v.to(device),
                                                          torch.tensor(lens, device=device))
     plain = plain_decode(q.to(device), k.to(device), v.to(device), lens)      # on got's device
     oracle = plain_decode(q.double(), k.double(), v.double(), lens)
@@ -219,7 +219,7 @@ def test_decode_attention_values(impl, device, dt, heads, lens, seed):
 def test_edge_cases(impl, device):
     """M = 0 rows -> empty; K = 0 -> zeros; an empty row -> empty (softmax) or NaN (mean); a row of
     -inf -> NaN in log_softmax, as torch; a row of one element -> log_softmax 0, softmax 1."""
-    G = lambda n: impl.get(f"batch_invariant.{n}")  # noqa: E731
+    G = lambda n: impl.get(n)  # noqa: E731
     for dt in ("bfloat16", "float32"):
         d = DTYPES[dt]
         e = G("matmul")(torch.empty(0, 4, dtype=d, device=device), torch.ones(4, 3, dtype=d, device=device))
@@ -239,7 +239,7 @@ def test_fixed_order_is_the_documented_one(impl):
     """fixed_order_sum adds blocks of BLOCK = 16 terms left to right, then the partials left to right
     from +0.0. Three numbers show why the order matters: (1e8 + -1e8) + 1 = 1 but 1e8 + (-1e8 + 1)
     = 0 in float32."""
-    fos = impl.get("batch_invariant.fixed_order_sum")
+    fos = impl.get("fixed_order_sum")
     one = lambda v: torch.tensor([v], dtype=torch.float32)  # noqa: E731
     terms = [1e8, -1e8, 1.0]
     assert float((one(1e8) + one(-1e8)) + one(1.0)) == 1.0      # the example itself, in float32
@@ -265,7 +265,7 @@ def test_invariant_mode_routes_and_restores(impl, device):
     """Inside invariant_mode(): torch.matmul / F.linear (with bias) / log_softmax / softmax / mean
     of the last dim compute with this concept's functions (same bits) and are batch invariant;
     after exit (also after an exception) torch's own kernels are back."""
-    G = lambda n: impl.get(f"batch_invariant.{n}")  # noqa: E731
+    G = lambda n: impl.get(n)  # noqa: E731
     x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
                   rand((24,), 3, "float32").to(device))
     got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
@@ -318,7 +318,7 @@ _NEEDLE_ALONE: dict = {}                           # (impl, sample) -> (tokens, 
 PACKED_MODEL = ModelConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=32)
 
 
-@example(others=(1, 12, 7, 14, 2), pos=3, seed=5).via("mutant:batch_invariant.attention_splits_from_batch")
+@example(others=(1, 12, 7, 14, 2), pos=3, seed=5).via("mutant:attention_splits_from_batch")
 @settings(max_examples=3)
 @given(others=st.lists(st.integers(1, 14), min_size=1, max_size=7).map(tuple),
        pos=st.integers(0, 7), seed=st.integers(0, 2**31 - 1))
@@ -381,7 +381,7 @@ MM_BAD = [
 @bad_cases(MM_BAD)
 def test_matmul_rejects_bad_input(impl, bad):
     """matmul: tensors (TypeError), rank 2 each and matching K (ValueError), one float dtype."""
-    assert_rejects(impl.get("batch_invariant.matmul"), _mm_valid, bad)
+    assert_rejects(impl.get("matmul"), _mm_valid, bad)
 
 
 def _norm_valid():
@@ -402,7 +402,7 @@ NORM_BAD = [
 @bad_cases(NORM_BAD)
 def test_rms_norm_rejects_bad_input(impl, bad):
     """rms_norm: x a float tensor of rank >= 1, weight (D,), eps a finite real >= 0."""
-    assert_rejects(impl.get("batch_invariant.rms_norm"), _norm_valid, bad)
+    assert_rejects(impl.get("rms_norm"), _norm_valid, bad)
 
 
 def _att_valid():
@@ -428,4 +428,4 @@ ATT_BAD = [
 def test_decode_attention_rejects_bad_input(impl, bad):
     """decode_attention: q (B,H,D), k/v (B,Hkv,S,D) of q's dtype with Hkv dividing H, lengths an int
     tensor (B,) in [1, S]."""
-    assert_rejects(impl.get("batch_invariant.decode_attention"), _att_valid, bad)
+    assert_rejects(impl.get("decode_attention"), _att_valid, bad)

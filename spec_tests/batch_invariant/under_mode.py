@@ -36,7 +36,7 @@ def model(config: ModelConfig, seed: int, device: str) -> Transformer:
 def routes_and_restores(impl, x, w, bias) -> dict:
     """torch's ops on ``x``, ``w``, ``bias`` before, inside and after ``invariant_mode()`` (also after
     a block that raised), in this process."""
-    mode = impl.get("batch_invariant.invariant_mode")
+    mode = impl.get("invariant_mode")
     out = {"plain": torch.mm(x, w.t())}
     with mode():
         out["mm"] = torch.matmul(x, w.t())
@@ -63,7 +63,7 @@ def decode(impl, config: ModelConfig, device: str, tokens, ids, sample: bool, in
     gens = [generator(1000 + i) for i in ids]
     cache = m.new_cache(tokens.shape[0])
     out, lps = [], []
-    ctx = impl.get("batch_invariant.invariant_mode")() if invariant else contextlib.nullcontext()
+    ctx = impl.get("invariant_mode")() if invariant else contextlib.nullcontext()
     with torch.no_grad(), ctx:
         logits = m(tokens, cache)[:, -1]
         for _ in range(steps):
@@ -80,7 +80,7 @@ def decode(impl, config: ModelConfig, device: str, tokens, ids, sample: bool, in
 
 
 def packed_runner(impl, config: ModelConfig, device: str, max_len: int) -> PackedRunner:
-    return PackedRunner(model(config, 0, device), impl.get("batch_invariant.decode_attention"), max_len=max_len)
+    return PackedRunner(model(config, 0, device), impl.get("decode_attention"), max_len=max_len)
 
 
 def packed_matches_forward(impl, config: ModelConfig, device: str, max_len: int, prompt: list[int]):
@@ -97,6 +97,6 @@ def packed_generate(impl, config: ModelConfig, device: str, max_len: int, prompt
     """``PackedRunner.generate`` of ``prompts`` with this implementation's decode_attention, under
     ``invariant_mode()`` when ``invariant``."""
     runner = packed_runner(impl, config, device, max_len)
-    ctx = impl.get("batch_invariant.invariant_mode")() if invariant else contextlib.nullcontext()
+    ctx = impl.get("invariant_mode")() if invariant else contextlib.nullcontext()
     with torch.no_grad(), ctx:
         return runner.generate(prompts, ids, steps, sample)

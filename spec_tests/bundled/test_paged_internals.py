@@ -40,7 +40,7 @@ def test_optimized_takes_the_reference_blocks():
     """Random valid and invalid operations: optimized == reference operation for operation,
     block ids included."""
     machine.run_machine(type("SameBlocks", (SameBlocksMachine,), {
-        "impl": load_implementation("optimized"), "ref": load_implementation("reference")}))
+        "impl": load_implementation("optimized").of("paged"), "ref": load_implementation("reference").of("paged")}))
 
 
 @BUNDLED

@@ -11,9 +11,9 @@ def token_lists(vocab: int = 3, max_size: int = 12) -> st.SearchStrategy[list[in
 
 def tiny_models(reference, *, vocab: int = 8, layers: int = 2, seed: int = 1, max_seq_len: int = 48):
     """A tiny reference Transformer (vocab <= 16, dim 16)."""
-    config = reference.get("model.ModelConfig")(vocab_size=vocab, dim=16, n_layers=layers, n_heads=2,
+    config = reference.of("model").get("ModelConfig")(vocab_size=vocab, dim=16, n_layers=layers, n_heads=2,
                                                 n_kv_heads=1, max_seq_len=max_seq_len)
-    return reference.get("model.Transformer")(config, seed=seed)
+    return reference.of("model").get("Transformer")(config, seed=seed)
 
 
 def ngram_oracle(tokens: list[int], gamma: int, n: int) -> list[int]:
@@ -39,7 +39,7 @@ def assert_target_greedy(got, reference, target, prompt, max_new_tokens: int, wh
     of the near-tied argmax candidates of that step, and the steps after it are not compared (they
     continue from another token)."""
     import torch
-    tokens, logits = reference.get("generate.generate")(target, torch.as_tensor(prompt)[None], max_new_tokens)
+    tokens, logits = reference.of("generate").get("generate")(target, torch.as_tensor(prompt)[None], max_new_tokens)
     want, lg = tokens[0], logits[0].detach().double().cpu()
     got = torch.as_tensor(got).to(torch.int64).cpu()
     assert got.shape == want.shape, f"{what}: {got.tolist()} vs the target's greedy {want.tolist()}"

@@ -22,7 +22,7 @@ NGRAM_BAD = [
 @bad_cases(NGRAM_BAD)
 def test_ngram_rejects_bad_input(impl, bad):
     """ngram_propose: tokens a 1-D integer tensor or list of ints, gamma >= 0, n >= 1."""
-    assert_rejects(impl.get("drafts.ngram_propose"), NGRAM_VALID, bad)
+    assert_rejects(impl.get("ngram_propose"), NGRAM_VALID, bad)
 
 
 def _loop_valid(reference):
@@ -58,7 +58,7 @@ def tiny_models_vocab(valid):
 @bad_cases(LOOP_BAD)
 def test_loop_rejects_bad_input(impl, reference, bad):
     """speculative_generate: the argument named in the message."""
-    assert_rejects(impl.get("drafts.speculative_generate"), _loop_valid(reference), bad)
+    assert_rejects(impl.get("speculative_generate"), _loop_valid(reference), bad)
 
 
 FORM_BAD = [
@@ -74,7 +74,7 @@ FORM_BAD = [
 @bad_cases(FORM_BAD)
 def test_expected_tokens_rejects_bad_input(impl, bad):
     """expected_tokens_per_step: α a real in [0, 1], γ an int >= 0."""
-    assert_rejects(impl.get("drafts.expected_tokens_per_step"), dict(alpha=0.5, gamma=3), bad)
+    assert_rejects(impl.get("expected_tokens_per_step"), dict(alpha=0.5, gamma=3), bad)
 
 
 SPEEDUP_BAD = FORM_BAD + [
@@ -87,7 +87,7 @@ SPEEDUP_BAD = FORM_BAD + [
 @bad_cases(SPEEDUP_BAD)
 def test_speedup_rejects_bad_input(impl, bad):
     """speedup: α in [0, 1], γ >= 0, c a finite real >= 0."""
-    assert_rejects(impl.get("drafts.speedup"), dict(alpha=0.5, gamma=3, c=0.1), bad)
+    assert_rejects(impl.get("speedup"), dict(alpha=0.5, gamma=3, c=0.1), bad)
 
 
 @bad_cases([
@@ -97,4 +97,4 @@ def test_speedup_rejects_bad_input(impl, bad):
 ])
 def test_break_even_rejects_bad_input(impl, bad):
     """break_even_alpha: γ >= 1; c >= 0 with a break-even point (c <= 1)."""
-    assert_rejects(impl.get("drafts.break_even_alpha"), dict(gamma=3, c=0.1), bad)
+    assert_rejects(impl.get("break_even_alpha"), dict(gamma=3, c=0.1), bad)

@@ -18,13 +18,13 @@ Z = 5.0   # two-sided normal tail at 5 sigma: 5.7e-7 <= 1e-6
 ])
 def test_expected_tokens_examples(impl, alpha, gamma, want):
     """Worked values: 1 + α + ... + α^γ (γ + 1 at α = 1, 1 at α = 0)."""
-    assert impl.get("drafts.expected_tokens_per_step")(alpha, gamma) == pytest.approx(want, rel=1e-12)
+    assert impl.get("expected_tokens_per_step")(alpha, gamma) == pytest.approx(want, rel=1e-12)
 
 
 @given(alpha=st.floats(0, 1), gamma=st.integers(0, 8))
 def test_expected_tokens_is_geometric_sum(impl, alpha, gamma):
     """(1 - α^(γ+1)) / (1 - α) == Σ_{i<=γ} α^i (rel 1e-9), never below 1 or above γ + 1."""
-    got = impl.get("drafts.expected_tokens_per_step")(alpha, gamma)
+    got = impl.get("expected_tokens_per_step")(alpha, gamma)
     assert got == pytest.approx(sum(alpha ** i for i in range(gamma + 1)), rel=1e-9, abs=1e-12)
     assert 1 - 1e-12 <= got <= gamma + 1 + 1e-12
 
@@ -33,14 +33,14 @@ def test_expected_tokens_is_geometric_sum(impl, alpha, gamma):
 def test_speedup(impl, alpha, gamma, c):
     """speedup = tokens per pass / (c γ + 1)."""
     want = sum(alpha ** i for i in range(gamma + 1)) / (c * gamma + 1)
-    assert impl.get("drafts.speedup")(alpha, gamma, c) == pytest.approx(want, rel=1e-9, abs=1e-12)
+    assert impl.get("speedup")(alpha, gamma, c) == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
 @pytest.mark.parametrize("gamma, c", [(1, 0.5), (3, 0.1), (4, 0.05), (8, 0.2), (2, 1.0)])
 def test_break_even_alpha(impl, gamma, c):
     """speedup(break_even) == 1, below it speculation loses, above it wins. γ = 1: α* = c exactly."""
-    a = impl.get("drafts.break_even_alpha")(gamma, c)
-    s = impl.get("drafts.speedup")
+    a = impl.get("break_even_alpha")(gamma, c)
+    s = impl.get("speedup")
     assert 0 <= a <= 1
     assert s(a, gamma, c) == pytest.approx(1, abs=1e-9)
     if a > 1e-6:
@@ -49,7 +49,7 @@ def test_break_even_alpha(impl, gamma, c):
         assert s(a + 1e-6, gamma, c) > 1
     if gamma == 1:
         assert a == pytest.approx(c, abs=1e-9)
-    assert impl.get("drafts.break_even_alpha")(gamma, 0.0) == 0
+    assert impl.get("break_even_alpha")(gamma, 0.0) == 0
 
 
 @pytest.mark.parametrize("p, q, gamma", [
@@ -68,10 +68,10 @@ def test_formula_matches_verifier_mean(impl, reference, p, q, gamma):
     vocab = p.numel()
     alpha = float(torch.minimum(p, q).sum())
     drafts = torch.multinomial(q.expand(n * gamma, vocab), 1, replacement=True, generator=g).reshape(n, gamma)
-    verify = reference.get("speculative.verify")
+    verify = reference.of("speculative").get("verify")
     _, accepted = verify(p.expand(n, gamma + 1, vocab), q.expand(n, gamma, vocab), drafts, generator=g)
     empirical = float((accepted + 1).double().mean())
-    want = impl.get("drafts.expected_tokens_per_step")(alpha, gamma)
+    want = impl.get("expected_tokens_per_step")(alpha, gamma)
     assert abs(empirical - want) <= Z * (gamma / 2) / math.sqrt(n), (alpha, empirical, want)
 
 
@@ -88,5 +88,5 @@ def test_docs_table(impl, c):
     """The table of docs/drafts.md, to its printed precision."""
     alphas, speedups = DOCS_TABLE[c]
     for gamma, a, s in zip((1, 2, 4, 8), alphas, speedups):
-        assert impl.get("drafts.break_even_alpha")(gamma, c) == pytest.approx(a, abs=5e-4), (c, gamma)
-        assert impl.get("drafts.speedup")(0.8, gamma, c) == pytest.approx(s, abs=5e-3), (c, gamma)
+        assert impl.get("break_even_alpha")(gamma, c) == pytest.approx(a, abs=5e-4), (c, gamma)
+        assert impl.get("speedup")(0.8, gamma, c) == pytest.approx(s, abs=5e-3), (c, gamma)

@@ -34,7 +34,7 @@ def test_draft_is_the_targets_first_layers(impl, reference, layers):
     final norm and lm_head (k = all: the target itself); the target is unchanged."""
     target = tiny_models(reference, layers=3, seed=4)
     before = {k: v.clone() for k, v in target.state_dict().items()}
-    draft = impl.get("drafts.draft_model")(target, n_layers=layers)
+    draft = impl.get("draft_model")(target, n_layers=layers)
     assert draft.config.n_layers == layers and draft.config.vocab_size == target.config.vocab_size
     tokens = torch.tensor([[1, 5, 2, 7, 0, 3]])
     with torch.no_grad():
@@ -42,14 +42,14 @@ def test_draft_is_the_targets_first_layers(impl, reference, layers):
             f"n_layers={layers}: the draft is not the target's first {layers} layers + norm + lm_head")
     for k, v in target.state_dict().items():
         assert torch.equal(v, before[k]), f"draft_model modified the target's {k}"
-    assert impl.get("drafts.draft_model")(target).config.n_layers == 3, "n_layers defaults to the target's"
+    assert impl.get("draft_model")(target).config.n_layers == 3, "n_layers defaults to the target's"
 
 
 def test_noise_perturbs_every_parameter_by_its_scale(impl, reference):
     """noise σ > 0: every parameter moves, by about σ times its own spread (relative RMS change in
     [σ/2, 2σ]); the same seed gives the same draft, another seed another one."""
     target = tiny_models(reference, layers=2, seed=4)
-    make = impl.get("drafts.draft_model")
+    make = impl.get("draft_model")
     sigma = 0.1
     a, b, c = make(target, noise=sigma, seed=1), make(target, noise=sigma, seed=1), make(target, noise=sigma, seed=2)
     src = target.state_dict()
@@ -70,7 +70,7 @@ def test_noise_is_one_stream_in_state_dict_order(impl, reference):
     target = tiny_models(reference, layers=2, seed=4)
     before = {k: v.clone() for k, v in target.state_dict().items()}
     sigma, seed = 0.3, 7
-    draft = impl.get("drafts.draft_model")(target, n_layers=2, noise=sigma, seed=seed)
+    draft = impl.get("draft_model")(target, n_layers=2, noise=sigma, seed=seed)
     g = torch.Generator().manual_seed(seed)
     for name, w in draft.state_dict().items():
         draw = torch.randn(w.shape, generator=g, dtype=torch.float32).flatten().double()
@@ -84,7 +84,7 @@ def test_noise_is_one_stream_in_state_dict_order(impl, reference):
         assert torch.equal(v, before[k]), f"draft_model(noise={sigma}) modified the target's {k}"
 
 
-@example(layers=1, noise=0.0, seed=0, gamma=3, prompt=[1, 2, 3, 1, 2, 5]).via("mutant:drafts.draft_last_layers")
+@example(layers=1, noise=0.0, seed=0, gamma=3, prompt=[1, 2, 3, 1, 2, 5]).via("mutant:draft_last_layers")
 @settings(max_examples=_scaled(8))
 @given(layers=st.integers(1, 2), noise=st.sampled_from([0.0, 0.05, 0.5, 2.0]), seed=st.integers(0, 50),
        gamma=st.integers(1, 4), prompt=st.lists(st.integers(0, 7), min_size=1, max_size=6))
@@ -94,13 +94,13 @@ def test_greedy_with_draft_model_is_target_greedy(impl, reference, layers, noise
     genuine float32 near-tie: strategies.assert_target_greedy). The
     pinned example also checks that a 1-layer noiseless draft agrees with the target's early exit."""
     target = tiny_models(reference, layers=2, seed=1)
-    draft = impl.get("drafts.draft_model")(target, n_layers=layers, noise=noise, seed=seed)
+    draft = impl.get("draft_model")(target, n_layers=layers, noise=noise, seed=seed)
     if noise == 0.0:
         tokens = torch.tensor([prompt])
         with torch.no_grad():
             assert torch.equal(draft(tokens), _truncated_logits(target, tokens, layers)), "not the early exit"
     p = torch.tensor(prompt, dtype=torch.int64)
-    got = impl.get("drafts.speculative_generate")(target, draft, p, gamma, max_new_tokens=10, temperature=0)
+    got = impl.get("speculative_generate")(target, draft, p, gamma, max_new_tokens=10, temperature=0)
     assert_target_greedy(got, reference, target, p, 10, f"layers={layers} noise={noise} seed={seed} gamma={gamma}")
 
 
@@ -127,7 +127,7 @@ def test_draft_model_takes_any_target_with_the_interface(impl, reference):
     """The target is checked by its interface, not its class: a target that only has the
     reference Transformer's config / state_dict / attention_fn / device gives the same draft."""
     target = tiny_models(reference, layers=2, seed=4)
-    make = impl.get("drafts.draft_model")
+    make = impl.get("draft_model")
     a, b = make(target, n_layers=1, noise=0.1, seed=3), make(_SameInterface(target), n_layers=1, noise=0.1, seed=3)
     tokens = torch.tensor([[1, 5, 2, 7]])
     with torch.no_grad():
@@ -156,4 +156,4 @@ def test_draft_model_rejects_bad_input(impl, reference, bad):
     """draft_model: a target with the reference Transformer's interface (a ModelConfig config, a
     state_dict), 1 <= n_layers <= its layers, noise a finite real >= 0, seed an int; the target is
     left unchanged."""
-    assert_rejects(impl.get("drafts.draft_model"), _valid(reference), bad)
+    assert_rejects(impl.get("draft_model"), _valid(reference), bad)

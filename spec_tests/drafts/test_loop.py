@@ -34,7 +34,7 @@ def test_greedy_equals_target_greedy(impl, reference, kind, gamma):
     (up to a genuine float32 near-tie of the target's logits: strategies.assert_target_greedy)."""
     target = tiny_models(reference, layers=2, seed=1)
     prompt = torch.tensor(PROMPT, dtype=torch.int64)
-    got = impl.get("drafts.speculative_generate")(target, _draft(reference, kind), prompt, gamma,
+    got = impl.get("speculative_generate")(target, _draft(reference, kind), prompt, gamma,
                                                   max_new_tokens=14, temperature=0)
     assert_target_greedy(got, reference, target, prompt, 14, f"{kind} draft, gamma {gamma}")
 
@@ -59,7 +59,7 @@ def test_perfect_draft_takes_one_pass_per_gamma_plus_one(impl, reference, gamma,
     accepted drafts and the bonus token), so the target runs 1 prefill + ceil(new / (γ + 1)) passes."""
     target = Counting(tiny_models(reference, layers=2, seed=1))
     prompt = torch.tensor(PROMPT, dtype=torch.int64)
-    got = impl.get("drafts.speculative_generate")(target, tiny_models(reference, layers=2, seed=1),
+    got = impl.get("speculative_generate")(target, tiny_models(reference, layers=2, seed=1),
                                                   prompt, gamma, max_new_tokens=new, temperature=0)
     assert len(got) == new
     assert target.calls == 1 + rounds
@@ -91,7 +91,7 @@ def test_round_drafts_at_most_still_to_emit_minus_one(impl, reference, kind, pro
     the proposer (a perfect draft, or prompt lookup with a long match) could give more."""
     target = Recording(tiny_models(reference, layers=2, seed=1))
     draft = None if kind == "ngram" else tiny_models(reference, layers=2, seed=1)
-    got = impl.get("drafts.speculative_generate")(target, draft, torch.tensor(prompt, dtype=torch.int64), gamma,
+    got = impl.get("speculative_generate")(target, draft, torch.tensor(prompt, dtype=torch.int64), gamma,
                                                   max_new_tokens=new, temperature=0)
     assert len(got) == new
     assert target.lengths[:len(lengths)] == lengths, (
@@ -124,7 +124,7 @@ def test_sampled_follows_target_distribution(impl, reference, kind, gamma, tempe
     draft = None if kind == "ngram" else tiny_models(reference, vocab=vocab, layers=1, seed=6)
     prompt = torch.tensor([0, 1, 2, 0], dtype=torch.int64)   # n-gram: "0" ... proposes 1, 2
     joint = _target_joint(target, prompt, vocab, temperature).reshape(-1)
-    spec = impl.get("drafts.speculative_generate")
+    spec = impl.get("speculative_generate")
     g = generator(1234)
     counts = torch.zeros(vocab * vocab, dtype=torch.float64)
     for _ in range(trials):
@@ -150,7 +150,7 @@ def test_randomness_is_only_the_generator(impl, reference):
     """Temperature 0 ignores a given generator (same tokens, its state untouched); temperature 1
     draws only from the generator: the global RNG's state is unchanged and the same seed gives
     the same tokens."""
-    spec = impl.get("drafts.speculative_generate")
+    spec = impl.get("speculative_generate")
     target = tiny_models(reference, layers=2, seed=1)
     draft = tiny_models(reference, layers=1, seed=2)
     prompt = torch.tensor(PROMPT, dtype=torch.int64)
@@ -174,5 +174,5 @@ def test_exactly_fills_max_seq_len(impl, reference, kind):
     target = tiny_models(reference, layers=2, seed=1, max_seq_len=12)
     prompt = torch.tensor(PROMPT, dtype=torch.int64)
     draft = None if kind == "ngram" else tiny_models(reference, layers=1, seed=1, max_seq_len=12)
-    got = impl.get("drafts.speculative_generate")(target, draft, prompt, 4, max_new_tokens=6, temperature=0)
+    got = impl.get("speculative_generate")(target, draft, prompt, 4, max_new_tokens=6, temperature=0)
     assert_target_greedy(got, reference, target, prompt, 6, f"{kind} draft filling max_seq_len")

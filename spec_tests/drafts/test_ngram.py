@@ -24,7 +24,7 @@ EXAMPLES = [
 @pytest.mark.parametrize("tokens, gamma, n, expected", EXAMPLES)
 def test_examples(impl, tokens, gamma, n, expected):
     """Worked cases: tie to the most recent occurrence, the suffix never matches itself."""
-    propose = impl.get("drafts.ngram_propose")
+    propose = impl.get("ngram_propose")
     assert list(propose(tokens, gamma, n=n)) == expected
     assert list(propose(torch.tensor(tokens, dtype=torch.int64), gamma, n=n)) == expected
 
@@ -32,7 +32,7 @@ def test_examples(impl, tokens, gamma, n, expected):
 @given(tokens=token_lists(), gamma=st.integers(0, 4), n=st.integers(1, 3))
 def test_matches_brute_force(impl, tokens, gamma, n):
     """Equal to the brute-force search over every earlier occurrence (list or tensor input)."""
-    propose = impl.get("drafts.ngram_propose")
+    propose = impl.get("ngram_propose")
     want = ngram_oracle(tokens, gamma, n)
     assert [int(t) for t in propose(tokens, gamma, n=n)] == want
     assert [int(t) for t in propose(torch.tensor(tokens, dtype=torch.int64), gamma, n=n)] == want
@@ -40,4 +40,4 @@ def test_matches_brute_force(impl, tokens, gamma, n):
 
 def test_default_n_is_two(impl):
     """n defaults to 2: [7, 1, 9, 2, 1] has an earlier 1 (n = 1 would propose 9) but no earlier (2, 1)."""
-    assert list(impl.get("drafts.ngram_propose")([7, 1, 9, 2, 1], 2)) == []
+    assert list(impl.get("ngram_propose")([7, 1, 9, 2, 1], 2)) == []

@@ -16,10 +16,10 @@ from spec_tests.eviction.strategies import KEYS, POLICIES, accesses, traces, wei
 def make(impl, kind: str, weight: int = 8):
     """A fresh policy of ``kind`` from the implementation under test."""
     if kind == "LRU":
-        return impl.get("eviction.LRU")()
+        return impl.get("LRU")()
     if kind == "LFU":
-        return impl.get("eviction.LFU")()
-    return impl.get("eviction.Hybrid")(weight=weight)
+        return impl.get("LFU")()
+    return impl.get("Hybrid")(weight=weight)
 
 
 def run_trace(policy, kind: str, weight: int, trace: list) -> None:
@@ -80,14 +80,14 @@ SUBSET = [("touch", 0, 1), ("touch", 1, 1), ("touch", 2, 1), ("victim", [2, 1], 
 STALE = [("touch", 0, 1), ("touch", 1, 1), ("victim_all",), ("touch", 0, 1), ("victim_all",)]
 
 
-@example(kind="LFU", weight=8, trace=LFU_TIE).via("mutant:eviction.lfu_ties_newest_first")
-@example(kind="Hybrid", weight=2, trace=HYBRID).via("mutant:eviction.hybrid_weight_sign")
-@example(kind="Hybrid", weight=3, trace=LFU_TIE).via("mutant:eviction.hybrid_weight_sign mutant:eviction.hybrid_ties_newest_first")
-@example(kind="LRU", weight=8, trace=REFRESH).via("mutant:eviction.lru_clock_not_refreshed")
-@example(kind="LFU", weight=8, trace=COPY).via("mutant:eviction.copy_resets_hits")
-@example(kind="LRU", weight=8, trace=COPY).via("mutant:eviction.copy_ties_with_source")
-@example(kind="LRU", weight=8, trace=SUBSET).via("mutant:eviction.victim_ignores_candidates")
-@example(kind="LRU", weight=8, trace=STALE).via("mutant:eviction.heap_stale_entry")
+@example(kind="LFU", weight=8, trace=LFU_TIE).via("mutant:lfu_ties_newest_first")
+@example(kind="Hybrid", weight=2, trace=HYBRID).via("mutant:hybrid_weight_sign")
+@example(kind="Hybrid", weight=3, trace=LFU_TIE).via("mutant:hybrid_weight_sign mutant:hybrid_ties_newest_first")
+@example(kind="LRU", weight=8, trace=REFRESH).via("mutant:lru_clock_not_refreshed")
+@example(kind="LFU", weight=8, trace=COPY).via("mutant:copy_resets_hits")
+@example(kind="LRU", weight=8, trace=COPY).via("mutant:copy_ties_with_source")
+@example(kind="LRU", weight=8, trace=SUBSET).via("mutant:victim_ignores_candidates")
+@example(kind="LRU", weight=8, trace=STALE).via("mutant:heap_stale_entry")
 @given(kind=st.sampled_from(POLICIES), weight=weights, trace=traces)
 def test_matches_definition_replayed(impl, kind, weight, trace):
     """victim(candidates), victim() and the order of priorities equal the policy's definition,
@@ -125,8 +125,8 @@ def _timed(trace):
     return out
 
 
-@example(kind="LFU", weight=8, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (1, 1), (3, 1)], capacity=3).via("mutant:eviction.lfu_count_not_accumulated")
-@example(kind="Hybrid", weight=1, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (3, 1), (4, 1)], capacity=2).via("mutant:eviction.hybrid_ties_newest_first")
+@example(kind="LFU", weight=8, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (1, 1), (3, 1)], capacity=3).via("mutant:lfu_count_not_accumulated")
+@example(kind="Hybrid", weight=1, trace=[(0, 1), (0, 1), (1, 1), (2, 1), (3, 1), (4, 1)], capacity=2).via("mutant:hybrid_ties_newest_first")
 @given(kind=st.sampled_from(POLICIES), weight=weights, trace=accesses, capacity=st.integers(1, 5))
 def test_plugged_into_a_cache_equals_textbook_simulation(impl, kind, weight, trace, capacity):
     """A cache of ``capacity`` keys using the policy hits, misses and evicts exactly as the
@@ -154,7 +154,7 @@ def test_hybrid_limits(impl, trace, capacity):
 def test_hybrid_default_weight(impl):
     """Hybrid() is Hybrid(weight=8): omitting the weight means the documented default. At weight
     8 a key touched twice (at 1 and 2) outlives keys touched once at 3 ... 9 but not at 11."""
-    for policy in (impl.get("eviction.Hybrid")(), impl.get("eviction.Hybrid")(weight=8)):
+    for policy in (impl.get("Hybrid")(), impl.get("Hybrid")(weight=8)):
         policy.touch("prompt", 1)
         policy.touch("prompt", 2)
         for t in range(3, 10):
@@ -269,4 +269,4 @@ HYBRID_BAD = [
 
 @bad_cases(HYBRID_BAD)
 def test_hybrid_rejects_bad_weight(impl, bad):
-    assert_rejects(impl.get("eviction.Hybrid"), dict(weight=8), bad)
+    assert_rejects(impl.get("Hybrid"), dict(weight=8), bad)

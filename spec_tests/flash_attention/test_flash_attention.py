@@ -52,7 +52,7 @@ def _pack(t: torch.Tensor) -> torch.Tensor:
 def _run_module(impl, q, k, v, kwargs, grad_out=None):
     """FlashAttention()(q, k, v) and, given grad_out, the gradients (dq, dk, dv)."""
     xs = [t.detach().clone().requires_grad_(grad_out is not None) for t in (q, k, v)]
-    out = impl.get("flash_attention.FlashAttention")()(*xs, **kwargs)
+    out = impl.get("FlashAttention")()(*xs, **kwargs)
     if grad_out is None:
         return out.detach(), None
     out.backward(grad_out.to(out.dtype))
@@ -61,7 +61,7 @@ def _run_module(impl, q, k, v, kwargs, grad_out=None):
 
 def _run_varlen(impl, q, k, v, cu_q, cu_k, kwargs, grad_out=None, grad_lse=None):
     xs = [t.detach().clone().requires_grad_(grad_out is not None) for t in (q, k, v)]
-    out, lse = impl.get("flash_attention.attention_varlen")(*xs, cu_q, cu_k, return_lse=True, **kwargs)
+    out, lse = impl.get("attention_varlen")(*xs, cu_q, cu_k, return_lse=True, **kwargs)
     if grad_out is None:
         return out.detach(), lse.detach(), None
     if not (out.requires_grad or lse.requires_grad):  # nothing to attend to: out does not depend on q, k, v
@@ -117,17 +117,17 @@ def _grad_out(shape, seed, device):
 # ------------------------------------------------------------------------------ forward
 # Pinned cases (explicit examples run first, so a planted bug fails fast), each labelled with the
 # mutant it catches. The interpreter's tiles are 32 queries x 16 keys (dK/dV: 16 x 32).
-@example(case=AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1)).via("mutant:flash_attention.unmasked_tail mutant:flash_attention.gqa_wrong_kv_head")  # GQA 2x2, ragged key tail, 3 tiles
-@example(case=AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2)).via("mutant:flash_attention.causal_off_by_one")  # causal diagonal
-@example(case=AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3)).via("mutant:flash_attention.window_first_tile_skipped")  # MQA, causal + window, q < kv
-@example(case=AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4)).via("mutant:flash_attention.causal_off_by_one")  # q > kv: 11 fully masked rows
-@example(case=AttnCase(1, 2, 1, 64, 64, 32, True, None, "bfloat16", 5)).via("mutant:flash_attention.q_tiles_off_by_one")  # two full query tiles
-@example(case=AttnCase(1, 2, 2, 48, 65, 16, True, 33, "float16", 6)).via("mutant:flash_attention.window_edge_tile_unmasked")  # window edge 1 past a key tile
-@example(case=AttnCase(1, 2, 1, 5, 32, 16, False, None, "float16", 7, -0.25, 3.0)).via("mutant:flash_attention.negative_scale_max")  # negative scale, whole key tiles
-@example(case=AttnCase(1, 2, 1, 9, 17, 16, True, None, "bfloat16", 8, 0.0)).via("mutant:flash_attention.scale_zero_is_default")  # scale 0
-@example(case=AttnCase(1, 4, 2, 17, 20, 8, False, 0, "float16", 9)).via("mutant:flash_attention.window_zero_is_none")  # window 0, head_dim 8
-@example(case=AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 10)).via("mutant:flash_attention.causal_off_by_one")  # q_len 1, kv_len 1
-@example(case=AttnCase(1, 2, 1, 18, 33, 256, True, None, "float16", 11)).via("mutant:flash_attention.block_d_capped_at_128")  # the largest head_dim
+@example(case=AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1)).via("mutant:unmasked_tail mutant:gqa_wrong_kv_head")  # GQA 2x2, ragged key tail, 3 tiles
+@example(case=AttnCase(1, 4, 2, 33, 33, 16, True, None, "bfloat16", 2)).via("mutant:causal_off_by_one")  # causal diagonal
+@example(case=AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3)).via("mutant:window_first_tile_skipped")  # MQA, causal + window, q < kv
+@example(case=AttnCase(1, 2, 1, 20, 9, 16, True, None, "float16", 4)).via("mutant:causal_off_by_one")  # q > kv: 11 fully masked rows
+@example(case=AttnCase(1, 2, 1, 64, 64, 32, True, None, "bfloat16", 5)).via("mutant:q_tiles_off_by_one")  # two full query tiles
+@example(case=AttnCase(1, 2, 2, 48, 65, 16, True, 33, "float16", 6)).via("mutant:window_edge_tile_unmasked")  # window edge 1 past a key tile
+@example(case=AttnCase(1, 2, 1, 5, 32, 16, False, None, "float16", 7, -0.25, 3.0)).via("mutant:negative_scale_max")  # negative scale, whole key tiles
+@example(case=AttnCase(1, 2, 1, 9, 17, 16, True, None, "bfloat16", 8, 0.0)).via("mutant:scale_zero_is_default")  # scale 0
+@example(case=AttnCase(1, 4, 2, 17, 20, 8, False, 0, "float16", 9)).via("mutant:window_zero_is_none")  # window 0, head_dim 8
+@example(case=AttnCase(1, 2, 1, 1, 1, 16, True, None, "float16", 10)).via("mutant:causal_off_by_one")  # q_len 1, kv_len 1
+@example(case=AttnCase(1, 2, 1, 18, 33, 256, True, None, "float16", 11)).via("mutant:block_d_capped_at_128")  # the largest head_dim
 @example(case=AttnCase(1, 2, 1, 19, 24, 40, True, None, "bfloat16", 12)).via("boundary: head_dim 40, not a power of two: BLOCK_D 64 > head_dim")  # head_dim 40 (BLOCK_D 64)
 @settings(max_examples=_scaled(16))
 @given(case=attn_cases(dtypes=LOW, max_len=65, head_dims=(8, 16, 32, 64), groups=(1, 2, 4, 8), max_work=48))
@@ -158,9 +158,9 @@ def test_forward_matches_oracle(impl, reference, device, case):
 
 
 # ----------------------------------------------------------------------------- backward
-@example(case=AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1)).via("mutant:flash_attention.gqa_wrong_kv_head")  # GQA 2x2: dK/dV sum over the group
-@example(case=AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3)).via("mutant:flash_attention.window_first_tile_skipped")  # MQA, causal + window
-@example(case=AttnCase(1, 2, 1, 40, 35, 16, False, 21, "float16", 13)).via("mutant:flash_attention.bwd_window_tile_unmasked")  # window edge in the dK/dV tiles
+@example(case=AttnCase(1, 4, 2, 37, 45, 32, False, None, "float16", 1)).via("mutant:gqa_wrong_kv_head")  # GQA 2x2: dK/dV sum over the group
+@example(case=AttnCase(2, 8, 1, 29, 41, 16, True, 7, "float16", 3)).via("mutant:window_first_tile_skipped")  # MQA, causal + window
+@example(case=AttnCase(1, 2, 1, 40, 35, 16, False, 21, "float16", 13)).via("mutant:bwd_window_tile_unmasked")  # window edge in the dK/dV tiles
 @settings(max_examples=_scaled(6))
 @given(case=attn_cases(dtypes=LOW, max_len=48, head_dims=(8, 16, 32), groups=(1, 2, 4, 8), max_work=16))
 def test_backward_matches_oracle(impl, reference, device, case):
@@ -176,10 +176,10 @@ def test_backward_matches_oracle(impl, reference, device, case):
 
 
 # ------------------------------------------------------------------------------- varlen
-@example(case=VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6)).via("mutant:flash_attention.gqa_wrong_kv_head")  # empty sequence, GQA
-@example(case=VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7)).via("mutant:flash_attention.window_edge_tile_unmasked mutant:flash_attention.bwd_window_tile_unmasked")  # window 5 per sequence
-@example(case=VarlenCase((64, 3), (64, 3), 2, 1, 16, True, None, "float16", 8)).via("mutant:flash_attention.varlen_grid_last_sequence mutant:flash_attention.q_tiles_off_by_one")  # longest first, 2 full tiles
-@example(case=VarlenCase((33, 16), (48, 31), 2, 2, 24, True, 17, "bfloat16", 9)).via("mutant:flash_attention.delta_head_dim_unmasked")  # head_dim 24 (BLOCK_D 32)
+@example(case=VarlenCase((17, 0, 33), (25, 7, 33), 4, 2, 32, True, None, "float16", 6)).via("mutant:gqa_wrong_kv_head")  # empty sequence, GQA
+@example(case=VarlenCase((40, 1, 23), (40, 1, 23), 2, 1, 16, False, 5, "bfloat16", 7)).via("mutant:window_edge_tile_unmasked mutant:bwd_window_tile_unmasked")  # window 5 per sequence
+@example(case=VarlenCase((64, 3), (64, 3), 2, 1, 16, True, None, "float16", 8)).via("mutant:varlen_grid_last_sequence mutant:q_tiles_off_by_one")  # longest first, 2 full tiles
+@example(case=VarlenCase((33, 16), (48, 31), 2, 2, 24, True, 17, "bfloat16", 9)).via("mutant:delta_head_dim_unmasked")  # head_dim 24 (BLOCK_D 32)
 @settings(max_examples=_scaled(8))
 @given(case=varlen_cases())
 def test_varlen_matches_oracle(impl, reference, device, case):
@@ -235,7 +235,7 @@ def _equal(got, want) -> bool:
     return len(got) == len(want) and all(torch.equal(a, b) for a, b in zip(got, want))
 
 
-@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 41), omit=frozenset({"causal"})).via("mutant:flash_attention.module_default_causal")
+@example(case=AttnCase(1, 2, 1, 6, 9, 16, True, None, "float16", 41), omit=frozenset({"causal"})).via("mutant:module_default_causal")
 @settings(max_examples=_scaled(6))
 @given(case=attn_cases(dtypes=LOW, max_len=24, head_dims=(16, 64), max_work=8),
        omit=st.frozensets(st.sampled_from(sorted(VARLEN_DEFAULTS)), min_size=1))
@@ -245,7 +245,7 @@ def test_omitted_arguments_mean_the_defaults(impl, device, case, omit):
     window=None, scale=None = 1/sqrt(head_dim), return_lse=False). Mutant: module_default_causal."""
     q, k, v = case.tensors(device)
     drawn = dict(case.kwargs, return_lse=case.seed % 2 == 1)
-    module = impl.get("flash_attention.FlashAttention")()
+    module = impl.get("FlashAttention")()
     given_m = {n: x for n, x in drawn.items() if n in MODULE_DEFAULTS and n not in omit}
     explicit_m = {**given_m, **{n: MODULE_DEFAULTS[n] for n in omit if n in MODULE_DEFAULTS}}
     assert _equal(module(q, k, v, **given_m), module(q, k, v, **explicit_m)), (
@@ -256,7 +256,7 @@ def test_omitted_arguments_mean_the_defaults(impl, device, case, omit):
     cu_q = VarlenCase.cumulative([case.q_len] * case.batch).to(device)
     cu_k = VarlenCase.cumulative([case.kv_len] * case.batch).to(device)
     packed = [_pack(t) for t in (q, k, v)]
-    fn = impl.get("flash_attention.attention_varlen")
+    fn = impl.get("attention_varlen")
     given_v = {n: x for n, x in drawn.items() if n not in omit}
     explicit_v = {**given_v, **{n: VARLEN_DEFAULTS[n] for n in omit}}
     got = fn(*packed, cu_q, cu_k, **given_v)
@@ -289,7 +289,7 @@ class _AttentionLayer(torch.nn.Module):
 def test_module_is_a_drop_in_attention_callable(impl, reference, device, dtype):
     """A layer using FlashAttention() as its attention (with strided q/k/v views, as a model
     produces them) computes the same outputs and weight gradients as with the reference."""
-    module = impl.get("flash_attention.FlashAttention")()
+    module = impl.get("FlashAttention")()
     assert isinstance(module, torch.nn.Module) and not list(module.parameters())
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(2, 21, 64, generator=gen, dtype=torch.float64)
@@ -306,8 +306,8 @@ def test_module_is_a_drop_in_attention_callable(impl, reference, device, dtype):
         return y.detach(), [p.grad for p in layer.parameters()]
 
     y, g = run(module, dtype)
-    y_ref, g_ref = run(reference.get("flash_attention.FlashAttention")(), dtype)
-    y_o, g_o = run(reference.get("flash_attention.FlashAttention")(), torch.float64)
+    y_ref, g_ref = run(reference.get("FlashAttention")(), dtype)
+    y_o, g_o = run(reference.get("FlashAttention")(), torch.float64)
     assert_close_to_oracle(y, y_ref, y_o, name="layer output")
     floor_from = torch.cat([t.reshape(-1).cpu() for t in g_o])
     for name, a, r, o in zip(("wq", "wkv", "wo"), g, g_ref, g_o):
@@ -321,10 +321,10 @@ def test_strided_inputs_equal_contiguous(impl, reference, device):
     q, k, v = case.tensors(device)
     views = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in (q, k, v)]
     assert not views[0].is_contiguous()
-    fa = impl.get("flash_attention.FlashAttention")()
+    fa = impl.get("FlashAttention")()
     a, b = fa(*views, causal=True), fa(q, k, v, causal=True)
-    ref = reference.get("flash_attention.FlashAttention")()(q, k, v, causal=True)
-    oracle = reference.get("flash_attention.FlashAttention")()(q.double(), k.double(), v.double(), causal=True)
+    ref = reference.get("FlashAttention")()(q, k, v, causal=True)
+    oracle = reference.get("FlashAttention")()(q.double(), k.double(), v.double(), causal=True)
     assert_metamorphic(a, b, ref, oracle, name="strided vs contiguous", inputs=dict(case=case))
 
 
@@ -375,7 +375,7 @@ VARLEN_BAD = [
 def test_varlen_rejects_bad_input(impl, device, bad):
     """Malformed packed input raises TypeError (wrong kind of value) or ValueError (illegal value)
     whose message names the argument; the rejected call leaves its tensors unchanged."""
-    assert_rejects(impl.get("flash_attention.attention_varlen"), lambda: _valid_varlen(device), bad)
+    assert_rejects(impl.get("attention_varlen"), lambda: _valid_varlen(device), bad)
 
 
 def _valid_padded(device) -> dict:
@@ -399,7 +399,7 @@ MODULE_BAD = [
 @bad_cases(MODULE_BAD)
 def test_module_rejects_bad_input(impl, device, bad):
     """FlashAttention()(q, k, v, ...) rejects what attention rejects, naming the argument."""
-    assert_rejects(impl.get("flash_attention.FlashAttention")(), lambda: _valid_padded(device), bad)
+    assert_rejects(impl.get("FlashAttention")(), lambda: _valid_padded(device), bad)
 
 
 # ------------------------------------------------------ long and odd lengths (GPU / slow)

@@ -27,8 +27,8 @@ FLOAT64_ATOL = 1e-10
 
 def _model(reference, case: GenCase, dtype, device="cpu"):
     """The reference model of ``case`` in ``dtype``: same float32-drawn weights in every dtype."""
-    cfg = case.model.config(reference.get("model.ModelConfig"), dtype)
-    return reference.get("model.Transformer")(cfg, seed=case.model.seed).to(device)
+    cfg = case.model.config(reference.of("model").get("ModelConfig"), dtype)
+    return reference.of("model").get("Transformer")(cfg, seed=case.model.seed).to(device)
 
 
 def _replay(tokens: torch.Tensor):
@@ -40,7 +40,7 @@ def _replay(tokens: torch.Tensor):
 def _run(source, name: str, model, case: GenCase, prompt, **kwargs):
     """Call ``name`` of ``source`` (impl or reference) on ``case``; only the cached loop takes the
     case's prefill_chunk_size."""
-    if case.prefill_chunk_size is not None and name == "generate.generate":
+    if case.prefill_chunk_size is not None and name == "generate":
         kwargs.setdefault("prefill_chunk_size", case.prefill_chunk_size)
     return source.get(name)(model, prompt, case.max_new_tokens, **kwargs)
 
@@ -70,36 +70,36 @@ def _first_divergence(a: torch.Tensor, b: torch.Tensor) -> int | None:
 # Each ends exactly at max_seq_len: a GQA prompt in chunks of 4 with a ragged tail; a 1-token
 # prompt in bfloat16; a single new token after a chunked prefill; a chunk longer than the prompt.
 @example(case=GenCase(ModelCase(96, 48, 2, 6, 2, None, None, 10000.0, 1e-5, 16, 2, 6, "float32", 3), 10, 4)).via(
-    "mutant:generate.chunk_fresh_cache mutant:generate.drops_ragged_last_chunk mutant:generate.full_context_rejected")
+    "mutant:chunk_fresh_cache mutant:drops_ragged_last_chunk mutant:full_context_rejected")
 @example(case=GenCase(ModelCase(64, 32, 2, 4, 1, None, None, 500000.0, 1e-5, 11, 1, 1, "bfloat16", 0), 10, None)).via(
-    "mutant:generate.decode_feeds_stale_token mutant:generate.full_context_rejected")
+    "mutant:decode_feeds_stale_token mutant:full_context_rejected")
 @example(case=GenCase(ModelCase(80, 32, 1, 2, 2, 16, 40, 100.0, 1e-2, 9, 2, 8, "float32", 11), 1, 3)).via(
-    "mutant:generate.drops_last_prefill_token mutant:generate.chunk_fresh_cache mutant:generate.drops_ragged_last_chunk")
+    "mutant:drops_last_prefill_token mutant:chunk_fresh_cache mutant:drops_ragged_last_chunk")
 @example(case=GenCase(ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 5, 1, 3, "float32", 2), 2, 5)).via(
-    "mutant:generate.drops_ragged_last_chunk")
+    "mutant:drops_ragged_last_chunk")
 @given(case=gen_cases(dtypes=("float32", "bfloat16")))
 def test_cached_logits_and_tokens_match_uncached(impl, reference, device, case):
     """generate (prefill, chunked or not, then cached decode) gives at every step the logits of the
     float64 uncached loop within the tolerance rule, and the same greedy tokens as the
     implementation's own uncached loop (except at genuine near-ties); the prompt is untouched."""
-    impl.get("generate.generate"), impl.get("generate.generate_uncached")
+    impl.get("generate"), impl.get("generate_uncached")
     model = _model(reference, case, case.model.dtype, device)
     prompt = case.model.tokens(device)
     keep = prompt.clone()
-    tokens, logits = _run(impl, "generate.generate", model, case, prompt)
+    tokens, logits = _run(impl, "generate", model, case, prompt)
     assert torch.equal(prompt, keep), "generate modified prompt_tokens"
     n, vocab = case.max_new_tokens, case.model.vocab_size
     assert tokens.shape == (case.model.batch, n) and tokens.dtype == torch.long, (tokens.shape, tokens.dtype)
     assert logits.shape == (case.model.batch, n, vocab), f"logits shape {tuple(logits.shape)}"
     model64 = _model(reference, case, torch.float64)
-    _, oracle = _run(reference, "generate.generate_uncached", model64, case, prompt.cpu(), sample_fn=_replay(tokens))
-    _, ref_lp = _run(reference, "generate.generate_uncached", model, case, prompt, sample_fn=_replay(tokens))
+    _, oracle = _run(reference, "generate_uncached", model64, case, prompt.cpu(), sample_fn=_replay(tokens))
+    _, ref_lp = _run(reference, "generate_uncached", model, case, prompt, sample_fn=_replay(tokens))
     inputs = dict(case=case, tokens=tokens)
     assert_close_to_oracle(logits, ref_lp, oracle, name="cached logits vs float64 uncached loop", inputs=inputs)
     bound = _bound(ref_lp, oracle)
     _check_greedy(tokens, oracle, bound, "generate")
 
-    u_tokens, u_logits = _run(impl, "generate.generate_uncached", model, case, prompt)
+    u_tokens, u_logits = _run(impl, "generate_uncached", model, case, prompt)
     assert torch.equal(prompt, keep), "generate_uncached modified prompt_tokens"
     step = _first_divergence(tokens, u_tokens)
     upto = n if step is None else step + 1          # the steps where both loops saw the same prefix
@@ -117,12 +117,12 @@ def test_cached_logits_and_tokens_match_uncached(impl, reference, device, case):
 
 
 @example(case=GenCase(ModelCase(96, 48, 2, 6, 2, None, None, 10000.0, 1e-5, 16, 2, 7, "float64", 5), 6, 3)).via(
-    "mutant:generate.chunk_fresh_cache mutant:generate.drops_ragged_last_chunk")
+    "mutant:chunk_fresh_cache mutant:drops_ragged_last_chunk")
 @given(case=gen_cases(dtypes=("float64",)))
 def test_chunked_prefill_equals_one_prefill(impl, reference, device, case):
     """A prompt prefilled in chunks (two or more prefills) gives the tokens and logits of one
     prefill (float64: tokens equal, logits to 1e-10)."""
-    generate = impl.get("generate.generate")
+    generate = impl.get("generate")
     p = case.model.seq_len
     chunk = min(case.prefill_chunk_size or (p + 1) // 2, max(p - 1, 1))    # >= 2 prefills if p > 1
     model, prompt = _model(reference, case, torch.float64, device), case.model.tokens(device)
@@ -135,11 +135,11 @@ def test_chunked_prefill_equals_one_prefill(impl, reference, device, case):
 @given(case=gen_cases(dtypes=("float64",), max_batch=3))
 def test_batch_rows_are_independent(impl, reference, device, case):
     """Each row of a batched generation equals that prompt generated alone (float64)."""
-    impl.get("generate.generate")
+    impl.get("generate")
     model, prompt = _model(reference, case, torch.float64, device), case.model.tokens(device)
-    tokens, logits = _run(impl, "generate.generate", model, case, prompt)
+    tokens, logits = _run(impl, "generate", model, case, prompt)
     for row in range(case.model.batch):
-        t, l = _run(impl, "generate.generate", model, case, prompt[row:row + 1])
+        t, l = _run(impl, "generate", model, case, prompt[row:row + 1])
         assert torch.equal(t, tokens[row:row + 1]), f"row {row}: alone {t.tolist()} vs batched {tokens[row].tolist()}"
         torch.testing.assert_close(l, logits[row:row + 1], rtol=0, atol=FLOAT64_ATOL)
 
@@ -149,7 +149,7 @@ def test_batch_rows_are_independent(impl, reference, device, case):
 def test_uncached_is_the_nanogpt_loop(impl, reference, device, case):
     """generate_uncached == the plain loop written here (run the model on the whole sequence,
     argmax of the last position, append), float64; and generate == it too."""
-    impl.get("generate.generate"), impl.get("generate.generate_uncached")
+    impl.get("generate"), impl.get("generate_uncached")
     model, prompt = _model(reference, case, torch.float64, device), case.model.tokens(device)
     sequence, want_tokens, want_logits = prompt, [], []
     with torch.no_grad():
@@ -159,7 +159,7 @@ def test_uncached_is_the_nanogpt_loop(impl, reference, device, case):
             want_tokens.append(last.argmax(-1))
             sequence = torch.cat([sequence, want_tokens[-1][:, None]], dim=1)
     want_tokens, want_logits = torch.stack(want_tokens, 1), torch.stack(want_logits, 1)
-    for name in ("generate.generate_uncached", "generate.generate"):
+    for name in ("generate_uncached", "generate"):
         tokens, logits = _run(impl, name, model, case, prompt)
         assert torch.equal(tokens, want_tokens), f"{name}: {tokens.tolist()} != {want_tokens.tolist()}"
         torch.testing.assert_close(logits, want_logits, rtol=0, atol=FLOAT64_ATOL)
@@ -170,10 +170,10 @@ def test_sample_fn_gets_each_steps_logits_and_the_generator(impl, reference, dev
     """sample_fn is called once per step with that step's logits row batch (batch, vocab) -- the
     row returned in ``logits`` -- and the caller's generator; with a seeded multinomial sampler
     the cached and uncached loops draw the same tokens (float64 logits, equal seeds)."""
-    impl.get("generate.generate"), impl.get("generate.generate_uncached")
+    impl.get("generate"), impl.get("generate_uncached")
     model, prompt = _model(reference, case, torch.float64, device), case.model.tokens(device)
     results = {}
-    for name in ("generate.generate", "generate.generate_uncached"):
+    for name in ("generate", "generate_uncached"):
         calls, gen = [], torch.Generator(device=prompt.device).manual_seed(seed)
 
         def sampler(logits, generator, calls=calls, gen=gen):
@@ -185,7 +185,7 @@ def test_sample_fn_gets_each_steps_logits_and_the_generator(impl, reference, dev
         assert len(calls) == case.max_new_tokens, f"{name}: sample_fn called {len(calls)} times"
         assert torch.equal(torch.stack(calls, 1), logits), f"{name}: returned logits != those sampled from"
         results[name] = tokens
-    assert torch.equal(results["generate.generate"], results["generate.generate_uncached"]), results
+    assert torch.equal(results["generate"], results["generate_uncached"]), results
 
 
 def _argmax(logits, generator):
@@ -198,7 +198,7 @@ def test_omitted_arguments_are_the_defaults(impl, reference):
     (float64: tokens equal, logits to 1e-10)."""
     case = GenCase(ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 12, 2, 5, "float64", 6), 6)
     model, prompt = _model(reference, case, torch.float64), case.model.tokens()
-    for name in ("generate.generate", "generate.generate_uncached"):
+    for name in ("generate", "generate_uncached"):
         fn = impl.get(name)
         tokens, logits = fn(model, prompt, case.max_new_tokens)
         explicit = fn(model, prompt, case.max_new_tokens, sample_fn=_argmax, generator=None, prefill_chunk_size=None)
@@ -216,7 +216,7 @@ def test_greedy_ties_go_to_the_lowest_id(impl, reference):
     model, prompt = _model(reference, case, torch.float32), case.model.tokens()
     with torch.no_grad():
         model.lm_head.weight.zero_()
-    for name in ("generate.generate", "generate.generate_uncached"):
+    for name in ("generate", "generate_uncached"):
         tokens, logits = impl.get(name)(model, prompt, case.max_new_tokens)
         assert bool((logits == 0).all()), f"{name}: logits of a zero lm_head are not all 0"
         assert torch.equal(tokens, torch.zeros_like(tokens)), f"{name}: ties broken to {tokens.tolist()}, not to id 0"
@@ -229,7 +229,7 @@ def test_zero_and_one_new_tokens(impl, reference):
     model, prompt = _model(reference, case, torch.float32), case.model.tokens()
     with torch.no_grad():
         last = model(prompt)[:, -1]
-    for name in ("generate.generate", "generate.generate_uncached"):
+    for name in ("generate", "generate_uncached"):
         fn = impl.get(name)
         tokens, logits = fn(model, prompt, 0)
         assert tokens.shape == (2, 0) and logits.shape == (2, 0, 64), (name, tokens.shape, logits.shape)
@@ -280,7 +280,7 @@ def test_generate_rejects_bad_input(impl, reference, bad):
     """Malformed input to generate raises TypeError/ValueError naming the argument; the prompt is
     not modified."""
     model = _model(reference, _BAD_CASE, torch.float32)
-    assert_rejects(impl.get("generate.generate"), {**_VALID, "model": model}, bad)
+    assert_rejects(impl.get("generate"), {**_VALID, "model": model}, bad)
 
 
 @bad_cases(BAD + CHUNK_BAD)
@@ -289,4 +289,4 @@ def test_generate_uncached_rejects_bad_input(impl, reference, bad):
     ``prefill_chunk_size`` included (validated although it has no effect). Mutant:
     uncached_ignores_chunk_size."""
     model = _model(reference, _BAD_CASE, torch.float32)
-    assert_rejects(impl.get("generate.generate_uncached"), {**_VALID, "model": model}, bad)
+    assert_rejects(impl.get("generate_uncached"), {**_VALID, "model": model}, bad)

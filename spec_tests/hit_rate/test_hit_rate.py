@@ -25,7 +25,7 @@ def floor_to(n: int, block: int) -> int:
 def test_unbounded_hits_match_brute_force(impl, trace, block_size):
     """With unbounded capacity (None, or one that holds every prompt) each request hits its longest
     common prefix with any earlier prompt, at most len - 1 tokens, in whole blocks."""
-    replay = impl.get("hit_rate.replay")
+    replay = impl.get("replay")
     expect = unbounded_hits(trace, block_size)
     assert replay(trace, block_size=block_size) == expect
     everything = sum(len(p) for p in trace)
@@ -37,10 +37,10 @@ def test_identical_prompts_closed_form(impl, n, length, block_size):
     """n identical prompts of L tokens: the first misses, each later one hits floor_B(L - 1)
     tokens (never its last token): (n - 1) x floor_B(L - 1) hit tokens in all."""
     trace = [list(range(10, 10 + length))] * n
-    hits = impl.get("hit_rate.replay")(trace, block_size=block_size)
+    hits = impl.get("replay")(trace, block_size=block_size)
     per = floor_to(length - 1, block_size)
     assert hits == [0] + [per] * (n - 1)
-    rates = impl.get("hit_rate.hit_rates")(trace, hits)
+    rates = impl.get("hit_rates")(trace, hits)
     assert rates["hit_tokens"] == (n - 1) * per
     assert rates["prefill_tokens"] == n * length - (n - 1) * per
     assert rates["request_hit_rate"] == ((n - 1) / n if per else 0.0)
@@ -65,20 +65,20 @@ def test_agent_trace_closed_form(impl, agents, turns, system, turn_tokens, block
         else:
             expect.append(floor_to(system + (k - 1) * turn_tokens, block_size))
         seen.add(a)
-    assert impl.get("hit_rate.replay")(trace, block_size=block_size) == expect
+    assert impl.get("replay")(trace, block_size=block_size) == expect
 
 
 @given(trace=traces, block_size=BLOCK_SIZES)
 def test_capacity_zero_caches_nothing(impl, trace, block_size):
     """capacity=0: nothing stays cached, every request misses."""
-    assert impl.get("hit_rate.replay")(trace, block_size=block_size, capacity=0) == [0] * len(trace)
+    assert impl.get("replay")(trace, block_size=block_size, capacity=0) == [0] * len(trace)
 
 
 @given(trace=traces, block_size=BLOCK_SIZES, capacity=st.integers(0, 40), more=st.integers(1, 12))
 def test_hits_monotone_in_capacity(impl, trace, block_size, capacity, more):
     """LRU is a stack algorithm: for a fixed order, what a smaller cache holds a larger one holds
     too, so every request's hit is non-decreasing in the capacity, and never above unbounded."""
-    replay = impl.get("hit_rate.replay")
+    replay = impl.get("replay")
     small = replay(trace, block_size=block_size, capacity=capacity)
     large = replay(trace, block_size=block_size, capacity=capacity + more)
     top = unbounded_hits(trace, block_size)
@@ -88,7 +88,7 @@ def test_hits_monotone_in_capacity(impl, trace, block_size, capacity, more):
 def test_evicted_prefix_no_longer_hits(impl):
     """A capacity that holds one prompt: A, then B (disjoint) evicts A, so A again misses; with
     room for both it hits."""
-    replay = impl.get("hit_rate.replay")
+    replay = impl.get("replay")
     a, b = [1, 2, 3, 4], [5, 6, 7, 8]
     assert replay([a, b, a], capacity=4) == [0, 0, 0]
     assert replay([a, b, a], capacity=8) == [0, 0, 3]
@@ -98,7 +98,7 @@ def test_evicted_prefix_no_longer_hits(impl):
 def test_eviction_is_least_recently_used(impl):
     """Room for two prompts: A, B, A again (a hit refreshes A), C: C evicts B, the least recently
     used, not A, the least recently cached."""
-    replay = impl.get("hit_rate.replay")
+    replay = impl.get("replay")
     a, b, c = [1, 2, 3], [4, 5, 6], [7, 8, 9]
     assert replay([a, b, a, c, a, b], capacity=6) == [0, 0, 2, 0, 2, 0]
 
@@ -108,14 +108,14 @@ def test_shared_system_prompt_survives_under_lru(impl):
     through a cache that holds S plus one suffix: every request after the first hits S."""
     S = list(range(100, 116))
     trace = [S + [i, i + 1000, i + 2000, i + 3000] for i in range(6)]
-    hits = impl.get("hit_rate.replay")(trace, capacity=len(S) + 4)
+    hits = impl.get("replay")(trace, capacity=len(S) + 4)
     assert hits == [0] + [len(S)] * 5
 
 
 def test_extension_hits_the_whole_earlier_prompt(impl):
     """The whole prompt is cached, its last token included: a later prompt that extends it (the
     next turn of a conversation) hits every one of its tokens."""
-    replay = impl.get("hit_rate.replay")
+    replay = impl.get("replay")
     assert replay([[1, 2, 3], [1, 2, 3, 4]]) == [0, 3]
     assert replay([[1, 2, 3, 4], [1, 2, 3, 4, 5, 6]], block_size=2) == [0, 4]
 
@@ -124,7 +124,7 @@ def test_evicts_exactly_the_excess(impl):
     """Over capacity by n tokens, evict(n): LRU whole leaves until n are freed, no more. Room for
     six: A (2 tokens), B (4), then C (2) frees exactly A, so B still hits; evicting one token more
     would also take B."""
-    replay = impl.get("hit_rate.replay")
+    replay = impl.get("replay")
     a, b, c = [1, 2], [3, 4, 5, 6], [7, 8]
     assert replay([a, b, c, b], capacity=6) == [0, 0, 0, 3]
     assert replay([a, b, c, a], capacity=6) == [0, 0, 0, 0]
@@ -134,13 +134,13 @@ def test_cache_argument(impl):
     """``cache``: an empty cache with the radix contract is used as given (here a reference
     RadixCache of page size 2): the same hits as the default cache, and afterwards that cache holds
     the trace's whole pages (replay and simulate alike)."""
-    replay = impl.get("hit_rate.replay")
+    replay = impl.get("replay")
     trace = [[1, 2, 3, 4], [1, 2, 3, 9], [5, 6], [1, 2, 3, 4]]
     given = RadixCache(page_size=2)
     assert replay(trace, block_size=2, cache=given) == replay(trace, block_size=2) == [0, 2, 0, 2]
     assert given.total == 8 and given.match_prefix([1, 2, 3, 9]).length == 4, "the given cache was not used"
     given = RadixCache(page_size=2)
-    r = impl.get("hit_rate.simulate")([(0.0, p) for p in trace], block_size=2, cache=given)
+    r = impl.get("simulate")([(0.0, p) for p in trace], block_size=2, cache=given)
     assert r["hits"] == [0, 2, 0, 2]
     assert given.total == 8 and given.match_prefix([5, 6]).length == 2, "simulate did not use the given cache"
 
@@ -150,7 +150,7 @@ def test_cache_argument(impl):
 def test_rates_definitions(impl):
     """Token rate = hit tokens / prompt tokens; request rate = requests with >= 1 hit token /
     requests; an empty trace has both 0.0."""
-    rates = impl.get("hit_rate.hit_rates")
+    rates = impl.get("hit_rates")
     r = rates([[1] * 10, [1] * 10, [2] * 4, [3] * 6], [0, 8, 0, 5])
     assert r == {"requests": 4, "prompt_tokens": 30, "hit_tokens": 13, "prefill_tokens": 17,
                  "token_hit_rate": 13 / 30, "request_hit_rate": 0.5}
@@ -163,7 +163,7 @@ def test_rates_definitions(impl):
 def test_token_rate_can_be_above_or_below_request_rate(impl):
     """No order between the two rates in general: one long cached prompt among short misses puts
     the token rate above the request rate; short hits among long misses put it below."""
-    rates = impl.get("hit_rate.hit_rates")
+    rates = impl.get("hit_rates")
     above = rates([[1] * 1000, [2], [3], [4]], [999, 0, 0, 0])
     assert above["token_hit_rate"] > above["request_hit_rate"] == 0.25
     below = rates([[1, 1], [1, 1], [2] * 100, [3] * 100], [0, 1, 0, 0])
@@ -175,8 +175,8 @@ def test_rate_relations(impl, trace, block_size, capacity):
     """What holds between the rates: hit tokens <= sum of (len - 1) over the requests that hit;
     token rate <= 1 - requests / prompt tokens; both rates are 0 together; for prompts of one
     length L, token rate <= request rate x (L - 1) / L."""
-    hits = impl.get("hit_rate.replay")(trace, block_size=block_size, capacity=capacity)
-    r = impl.get("hit_rate.hit_rates")(trace, hits)
+    hits = impl.get("replay")(trace, block_size=block_size, capacity=capacity)
+    r = impl.get("hit_rates")(trace, hits)
     assert r["hit_tokens"] == sum(hits) and r["prefill_tokens"] == r["prompt_tokens"] - sum(hits)
     assert r["hit_tokens"] <= sum(len(p) - 1 for p, h in zip(trace, hits) if h >= 1)
     assert (r["token_hit_rate"] == 0) == (r["request_hit_rate"] == 0)
@@ -197,7 +197,7 @@ costs = st.builds(PrefillCost, a=st.floats(1e-4, 1e-1), b=st.floats(0, 1e-3), c=
 def test_prefill_time_sums_per_token_costs(impl, new, cached, cost):
     """prefill_time(n, k) = a + sum over the n new tokens of (b + c x keys it attends), the new
     token at position p attending p + 1 keys; 0 for n == 0."""
-    got = impl.get("hit_rate.prefill_time")(new, cached, cost)
+    got = impl.get("prefill_time")(new, cached, cost)
     assert math.isclose(got, prefill_time_by_token(new, cached, *cost), rel_tol=1e-9, abs_tol=1e-15)
     pairs = attention_pairs(new, cached)
     assert pairs == new * cached + new * (new + 1) // 2
@@ -205,7 +205,7 @@ def test_prefill_time_sums_per_token_costs(impl, new, cached, cost):
 
 def test_prefill_time_defaults(impl):
     """Omitted cached_tokens is 0 and omitted cost the documented 8B-on-H100 constants."""
-    f = impl.get("hit_rate.prefill_time")
+    f = impl.get("prefill_time")
     d = PrefillCost()
     assert (d.a, d.b, d.c) == (4.8e-3, 3.2e-5, 1.1e-9)
     assert f(2048) == f(2048, 0, d) == pytest.approx(d.a + d.b * 2048 + d.c * 2048 * 2049 / 2)
@@ -217,8 +217,8 @@ def test_time_saved_closed_form(impl, length, frac, cost):
     """Serving h of L tokens from cache saves b x h + c x h (h + 1) / 2 seconds: the dense cost
     of h tokens and the attention among them (quadratic); the per-pass a cancels."""
     h = min(int(frac * length), length - 1)
-    saved = impl.get("hit_rate.time_saved")(length, h, cost)
-    f = impl.get("hit_rate.prefill_time")
+    saved = impl.get("time_saved")(length, h, cost)
+    f = impl.get("prefill_time")
     assert math.isclose(saved, cost.b * h + cost.c * h * (h + 1) / 2, rel_tol=1e-7, abs_tol=1e-12)
     assert math.isclose(saved, f(length, 0, cost) - f(length - h, h, cost), rel_tol=1e-7, abs_tol=1e-12)
 
@@ -226,12 +226,12 @@ def test_time_saved_closed_form(impl, length, frac, cost):
 def test_time_saved_long_prompt_example(impl):
     """A 10k-token prompt with 9,984 tokens cached (default cost): 0.32 s of dense work plus
     0.055 s of attention saved, of 0.38 s; the attention share grows with the hit length."""
-    saved = impl.get("hit_rate.time_saved")(10_000, 9_984)
+    saved = impl.get("time_saved")(10_000, 9_984)
     assert saved == pytest.approx(3.2e-5 * 9984 + 1.1e-9 * 9984 * 9985 / 2)
     assert 0.37 < saved < 0.38
-    assert impl.get("hit_rate.time_saved")(10_000, 0) == 0.0
+    assert impl.get("time_saved")(10_000, 0) == 0.0
     # the largest legal hit, every token but the last
-    assert impl.get("hit_rate.time_saved")(10, 9, PrefillCost(1.0, 0.5, 0.25)) == pytest.approx(0.5 * 9 + 0.25 * 45)
+    assert impl.get("time_saved")(10, 9, PrefillCost(1.0, 0.5, 0.25)) == pytest.approx(0.5 * 9 + 0.25 * 45)
 
 
 # --- the scheduling simulation -----------------------------------------------------------------
@@ -243,11 +243,11 @@ def _cost():
 def test_fcfs_all_at_once_is_replay(impl):
     """All requests arriving at 0, FCFS, unbounded: served in list order with replay's hits,
     back to back; response = finish; throughput = requests / last finish."""
-    sim = impl.get("hit_rate.simulate")
+    sim = impl.get("simulate")
     trace = [[1, 2, 3, 4], [1, 2, 3, 5, 6], [7, 8], [1, 2, 3, 4]]
     r = sim([(0, p) for p in trace], cost=_cost())
     assert r["order"] == [0, 1, 2, 3]
-    assert r["hits"] == impl.get("hit_rate.replay")(trace) == [0, 3, 0, 3]
+    assert r["hits"] == impl.get("replay")(trace) == [0, 3, 0, 3]
     durations = [1 + 4 / 2, 1 + 2 / 2, 1 + 2 / 2, 1 + 1 / 2]
     ends = [sum(durations[:i + 1]) for i in range(4)]
     assert r["finish"] == pytest.approx(ends) and r["response"] == pytest.approx(ends)
@@ -259,7 +259,7 @@ def test_fcfs_all_at_once_is_replay(impl):
 def test_fcfs_follows_arrival_and_waits_when_idle(impl):
     """FCFS is by arrival time, not list position; an idle server waits for the next arrival;
     response = finish - arrival (queueing included)."""
-    sim = impl.get("hit_rate.simulate")
+    sim = impl.get("simulate")
     reqs = [(1.0, [1, 2]), (0.5, [3, 4]), (0.0, [5, 6, 7, 8, 9, 10]), (20.0, [7, 8])]
     r = sim(reqs, cost=_cost())                 # 1 + n / 2 s: 2 s each, 4 s for the third
     assert r["order"] == [2, 1, 0, 3]
@@ -273,7 +273,7 @@ def test_fcfs_follows_arrival_and_waits_when_idle(impl):
 def test_lpm_serves_longest_cached_prefix_first(impl):
     """With A's prefix cached and X (no match) waiting before Y (matches A), LPM serves Y first,
     FCFS X; ties (equal matches) go by arrival."""
-    sim = impl.get("hit_rate.simulate")
+    sim = impl.get("simulate")
     A = [1, 2, 3, 4, 5, 6]
     reqs = [(0.0, A), (0.5, [9, 9, 9, 9]), (0.6, A[:5] + [7]), (0.7, [8, 8])]
     lpm = sim(reqs, policy="lpm", cost=_cost())
@@ -287,7 +287,7 @@ def test_lpm_serves_longest_cached_prefix_first(impl):
 def test_lpm_ranks_by_what_would_be_served_ties_by_arrival(impl):
     """LPM ranks by the cached prefix of prompt[:-1] (what serving it would hit), not of the whole
     prompt; equal matches go by arrival, then index (not list position)."""
-    sim = impl.get("hit_rate.simulate")
+    sim = impl.get("simulate")
     A = [1, 2, 3, 4]
     # X = A: 3 servable cached tokens (4 if its last token counted); Y = A + [5, 6]: 4
     r = sim([(0.0, A), (0.1, list(A)), (0.2, A + [5, 6])], policy="lpm", cost=_cost())
@@ -304,7 +304,7 @@ def test_lpm_probes_refresh_lru(impl):
     NOT chosen is refreshed, so the next eviction takes an older one. Room for 10 tokens: A, D, C
     cached in that order; at t = 8, X (matches A: 3) and Y (matches C: 4) wait; Y goes first and
     its insert evicts one leaf: D (A was just probed), so X still hits A's 3 tokens."""
-    sim = impl.get("hit_rate.simulate")
+    sim = impl.get("simulate")
     A, D, C = [1, 1, 1], [3, 3, 3], [2, 2, 2, 2]
     reqs = [(0.0, A), (0.1, D), (0.2, C), (5.5, A + [8]), (5.6, C + [5])]
     r = sim(reqs, policy="lpm", capacity=10, cost=_cost())
@@ -316,7 +316,7 @@ def test_lpm_keeps_hits_that_fcfs_evicts(impl):
     """A cache with room for one conversation, two interleaved conversations all waiting at 0:
     FCFS alternates and every request misses; LPM finishes one conversation's turns while it is
     cached: more hits, less time, higher throughput."""
-    sim = impl.get("hit_rate.simulate")
+    sim = impl.get("simulate")
     p = [[1, 2, 3, 4], [5, 6, 7, 8], [1, 2, 3, 4, 10, 11], [5, 6, 7, 8, 12, 13]]
     reqs = [(0.0, x) for x in p]
     fcfs = sim(reqs, policy="fcfs", capacity=6, cost=_cost())
@@ -332,8 +332,8 @@ def test_simulation_accounting(impl, trace, block_size, capacity, policy):
     or at its own arrival, whichever is later; each takes prefill_time(len - hit, hit); response
     = finish - arrival. FCFS hits are what replay gives for the service order (LPM's probes are
     accesses too, so under a capacity its LRU order may differ from a plain replay's)."""
-    sim, replay = impl.get("hit_rate.simulate"), impl.get("hit_rate.replay")
-    f = impl.get("hit_rate.prefill_time")
+    sim, replay = impl.get("simulate"), impl.get("replay")
+    f = impl.get("prefill_time")
     reqs = [(float(i % 3), p) for i, p in enumerate(trace)]
     r = sim(reqs, policy=policy, block_size=block_size, capacity=capacity)
     assert sorted(r["order"]) == list(range(len(trace)))
@@ -352,15 +352,15 @@ def test_simulation_accounting(impl, trace, block_size, capacity, policy):
 def test_empty_and_single_request(impl):
     """No requests: nothing served, mean response and throughput 0.0. One request: it misses,
     response = its prefill time, throughput = 1 / (finish - arrival)."""
-    sim = impl.get("hit_rate.simulate")
+    sim = impl.get("simulate")
     for policy in ("fcfs", "lpm"):
         r = sim([], policy=policy)
         assert r["order"] == [] and r["mean_response"] == 0.0 and r["throughput"] == 0.0
         one = sim([(3.0, [1, 2, 3])], policy=policy)
-        t = impl.get("hit_rate.prefill_time")(3)
+        t = impl.get("prefill_time")(3)
         assert one["hits"] == [0] and one["response"] == pytest.approx([t])
         assert one["throughput"] == pytest.approx(1 / t)
-    assert impl.get("hit_rate.replay")([]) == [] and impl.get("hit_rate.replay")([[4]]) == [0]
+    assert impl.get("replay")([]) == [] and impl.get("replay")([[4]]) == [0]
 
 
 # --- bad input ---------------------------------------------------------------------------------
@@ -395,7 +395,7 @@ def _filled_cache():
 def test_replay_rejects_bad_input(impl, bad):
     """replay: the trace is a list of non-empty token lists, block_size an int >= 1, capacity
     None or an int >= 0, cache an empty radix cache; the message names the argument."""
-    assert_rejects(impl.get("hit_rate.replay"), REPLAY_VALID, bad)
+    assert_rejects(impl.get("replay"), REPLAY_VALID, bad)
 
 
 RATES_VALID = dict(trace=[[1, 2, 3], [1, 2, 4]], hits=[0, 2])
@@ -412,7 +412,7 @@ RATES_BAD = [
 @bad_cases(RATES_BAD)
 def test_hit_rates_rejects_bad_input(impl, bad):
     """hit_rates: one int hit in [0, len - 1] per prompt; the message names the argument."""
-    assert_rejects(impl.get("hit_rate.hit_rates"), RATES_VALID, bad)
+    assert_rejects(impl.get("hit_rates"), RATES_VALID, bad)
 
 
 PREFILL_VALID = dict(new_tokens=10, cached_tokens=5, cost=PrefillCost())
@@ -433,7 +433,7 @@ PREFILL_BAD = [
 def test_prefill_time_rejects_bad_input(impl, bad):
     """prefill_time: token counts are ints >= 0; cost a PrefillCost of finite reals, a > 0,
     b, c >= 0; the message names the argument."""
-    assert_rejects(impl.get("hit_rate.prefill_time"), PREFILL_VALID, bad)
+    assert_rejects(impl.get("prefill_time"), PREFILL_VALID, bad)
 
 
 SAVED_VALID = dict(prompt_tokens=10, hit_tokens=9)
@@ -450,7 +450,7 @@ SAVED_BAD = [
 @bad_cases(SAVED_BAD)
 def test_time_saved_rejects_bad_input(impl, bad):
     """time_saved: 0 <= hit_tokens <= prompt_tokens - 1 (the last token is always computed)."""
-    assert_rejects(impl.get("hit_rate.time_saved"), SAVED_VALID, bad)
+    assert_rejects(impl.get("time_saved"), SAVED_VALID, bad)
 
 
 SIM_VALID = dict(requests=[(0.0, [1, 2, 3]), (1, [1, 2, 4])], policy="lpm", block_size=1, capacity=None)
@@ -473,4 +473,4 @@ SIM_BAD = [
 def test_simulate_rejects_bad_input(impl, bad):
     """simulate: (arrival, prompt) pairs with finite arrival >= 0, a known policy, the replay
     arguments' rules; the message names the argument."""
-    assert_rejects(impl.get("hit_rate.simulate"), SIM_VALID, bad)
+    assert_rejects(impl.get("simulate"), SIM_VALID, bad)

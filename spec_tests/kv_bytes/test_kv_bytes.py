@@ -30,9 +30,9 @@ def course_formula(layers, kv_heads, head_dim, seq_len, batch, dtype) -> int:
 def _make_cache(impl, reference, **cfg):
     """The implementation's own KVCache if it has one, else the reference's."""
     try:
-        return impl.get("kv_bytes.KVCache")(**cfg)
+        return impl.get("KVCache")(**cfg)
     except NotImplementedInImpl:
-        return reference.get("kv_bytes.KVCache")(**cfg)
+        return reference.get("KVCache")(**cfg)
 
 
 @given(cfg=configs, max_seq_len=st.integers(1, 64))
@@ -40,7 +40,7 @@ def test_formula_equals_allocated_bytes(impl, reference, cfg, max_seq_len):
     """kv_cache_bytes(...) == nbytes of a KVCache sized for max_seq_len tokens (the
     implementation's own cache class if it has one, else the reference's)."""
     cache = _make_cache(impl, reference, max_seq_len=max_seq_len, **cfg)
-    expected = impl.get("kv_bytes.kv_cache_bytes")(seq_len=max_seq_len, **cfg)
+    expected = impl.get("kv_cache_bytes")(seq_len=max_seq_len, **cfg)
     assert cache.nbytes == expected, (cache.nbytes, expected, cfg)
     # and an independent count of the storage the cache holds
     storage = sum(t.untyped_storage().nbytes() for t in (cache.k, cache.v))
@@ -49,16 +49,16 @@ def test_formula_equals_allocated_bytes(impl, reference, cfg, max_seq_len):
 
 # Boundaries: an empty cache (seq_len 0, batch 0, both), one token of a one-element head, a
 # 1-byte (fp8) and an 8-byte element. Mutants: zero_seq_len_rejected, zero_batch_rejected.
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=1, dtype=torch.float16), seq_len=0).via("mutant:kv_bytes.zero_seq_len_rejected")
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=0, dtype=torch.float16), seq_len=5).via("mutant:kv_bytes.zero_batch_rejected")
-@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=0, dtype=torch.float32), seq_len=0).via("mutant:kv_bytes.zero_seq_len_rejected mutant:kv_bytes.zero_batch_rejected")
-@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=1, dtype=torch.float8_e4m3fn), seq_len=1).via("mutant:kv_bytes.assumes_fp16")
-@example(cfg=dict(layers=3, kv_heads=1, head_dim=24, batch=2, dtype=torch.float64), seq_len=7).via("mutant:kv_bytes.assumes_fp16")
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=1, dtype=torch.float16), seq_len=0).via("mutant:zero_seq_len_rejected")
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=0, dtype=torch.float16), seq_len=5).via("mutant:zero_batch_rejected")
+@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=0, dtype=torch.float32), seq_len=0).via("mutant:zero_seq_len_rejected mutant:zero_batch_rejected")
+@example(cfg=dict(layers=1, kv_heads=1, head_dim=1, batch=1, dtype=torch.float8_e4m3fn), seq_len=1).via("mutant:assumes_fp16")
+@example(cfg=dict(layers=3, kv_heads=1, head_dim=24, batch=2, dtype=torch.float64), seq_len=7).via("mutant:assumes_fp16")
 @given(cfg=formula_configs, seq_len=st.integers(0, 10_000))
 def test_matches_course_formula(impl, cfg, seq_len):
     """2 x layers x kv_heads x head_dim x seq_len x batch x element_bytes (03.03), as an int;
     seq_len 0 or batch 0 is an empty cache: 0 bytes."""
-    got = impl.get("kv_bytes.kv_cache_bytes")(seq_len=seq_len, **cfg)
+    got = impl.get("kv_cache_bytes")(seq_len=seq_len, **cfg)
     assert isinstance(got, int) and not isinstance(got, bool), (
         f"kv_cache_bytes must return an int (a byte count), got {type(got).__name__} {got!r}")
     assert got == course_formula(seq_len=seq_len, **cfg), (got, cfg, seq_len)
@@ -67,21 +67,21 @@ def test_matches_course_formula(impl, cfg, seq_len):
 def test_exact_at_the_largest_size(impl):
     """Byte counts are exact ints up to the largest a tensor can have (2**63 - 1): 4.7e18 bytes
     of odd factors, which a float product (53-bit mantissa) cannot hold. Mutant: bits_over_eight."""
-    f = impl.get("kv_bytes.kv_cache_bytes")
+    f = impl.get("kv_cache_bytes")
     cfg = dict(layers=127, kv_heads=9, head_dim=255, seq_len=10**9 + 1, batch=1001, dtype=torch.float64)
     got = f(**cfg)
     assert isinstance(got, int) and not isinstance(got, bool), f"got {type(got).__name__} {got!r}"
     assert got == 2 * 127 * 9 * 255 * (10**9 + 1) * 1001 * 8 == course_formula(**cfg) == 4_668_103_444_668_103_440
 
 
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float32), seq_len=5, omit={"dtype"}).via("mutant:kv_bytes.default_dtype_fp32")
-@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float16), seq_len=5, omit={"batch"}).via("mutant:kv_bytes.default_batch_zero")
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float32), seq_len=5, omit={"dtype"}).via("mutant:default_dtype_fp32")
+@example(cfg=dict(layers=2, kv_heads=2, head_dim=8, batch=3, dtype=torch.float16), seq_len=5, omit={"batch"}).via("mutant:default_batch_zero")
 @given(cfg=formula_configs, seq_len=st.integers(0, 4096), omit=st.sets(st.sampled_from(sorted(BYTES_DEFAULTS)), min_size=1))
 def test_omitted_arguments_mean_the_defaults(impl, cfg, seq_len, omit):
     """Omitting ``batch`` / ``dtype`` equals passing the documented default (batch=1,
     dtype=torch.float16). Mutants: default_dtype_fp32, default_batch_zero. A default is a value, not a hidden
     parameter: with batch/dtype omitted the count is the formula's at batch 1 in fp16."""
-    f = impl.get("kv_bytes.kv_cache_bytes")
+    f = impl.get("kv_cache_bytes")
     given_args = {k: v for k, v in cfg.items() if k not in omit}
     explicit = {**cfg, **{k: BYTES_DEFAULTS[k] for k in omit}}
     got = f(seq_len=seq_len, **given_args)
@@ -93,7 +93,7 @@ def test_omitted_arguments_mean_the_defaults(impl, cfg, seq_len, omit):
 def test_cache_omitted_arguments_mean_the_defaults(impl):
     """KVCache without ``dtype`` / ``device`` allocates float32 tensors on the CPU, exactly as
     with the documented defaults passed. Mutant: cache_default_fp16."""
-    C = impl.get("kv_bytes.KVCache")
+    C = impl.get("KVCache")
     cfg = dict(layers=2, batch=1, kv_heads=2, head_dim=4, max_seq_len=3)
     for omit in (("dtype",), ("device",), ("dtype", "device")):
         kept = {k: v for k, v in CACHE_DEFAULTS.items() if k not in omit}
@@ -107,7 +107,7 @@ def test_cache_omitted_arguments_mean_the_defaults(impl):
 def test_cache_allocates_on_the_given_device(impl):
     """KVCache(device=...) allocates k and v there ("meta": no memory, yet the sizes and nbytes
     are the formula's). Mutant: cache_device_ignored."""
-    C = impl.get("kv_bytes.KVCache")
+    C = impl.get("KVCache")
     cfg = dict(layers=2, batch=1, kv_heads=2, head_dim=4, max_seq_len=3, dtype=torch.float16)
     cache = C(**cfg, device="meta")
     for t in (cache.k, cache.v):
@@ -118,7 +118,7 @@ def test_cache_allocates_on_the_given_device(impl):
 def test_seq_len_is_layer_zero_mid_pass(impl):
     """Mid forward pass (layer 0 appended, later layers not yet) seq_len is layer 0's count, and
     each layer keeps its own length. Mutant: seq_len_last_layer."""
-    cache = impl.get("kv_bytes.KVCache")(layers=3, batch=1, kv_heads=1, head_dim=2, max_seq_len=5)
+    cache = impl.get("KVCache")(layers=3, batch=1, kv_heads=1, head_dim=2, max_seq_len=5)
     k = torch.ones(1, 1, 2, 2)
     cache.append(0, k, k)
     assert cache.seq_len == 2, f"after appending 2 tokens to layer 0 only, seq_len is {cache.seq_len}"
@@ -129,7 +129,7 @@ def test_seq_len_is_layer_zero_mid_pass(impl):
 
 def test_course_7b_example(impl):
     """A Llama-2-7B-shaped model in fp16: 0.5 MiB per token, 1 GiB at 2K, 16 GiB at 32K context."""
-    f = impl.get("kv_bytes.kv_cache_bytes")
+    f = impl.get("kv_cache_bytes")
     cfg = dict(layers=32, kv_heads=32, head_dim=128, dtype=torch.float16)
     assert f(seq_len=1, **cfg) == 512 * 1024
     assert f(seq_len=2048, **cfg) == 1 << 30
@@ -146,7 +146,7 @@ def test_cache_returns_everything_appended(impl, cfg, chunks, slack, seed):
     append_overwrites, full_cache_rejected."""
     g = torch.Generator().manual_seed(seed)
     dtype = cfg["dtype"] if cfg["dtype"] != torch.float8_e4m3fn else torch.float32
-    cache = impl.get("kv_bytes.KVCache")(max_seq_len=max(1, sum(chunks) + slack), **{**cfg, "dtype": dtype})
+    cache = impl.get("KVCache")(max_seq_len=max(1, sum(chunks) + slack), **{**cfg, "dtype": dtype})
     for layer in range(cfg["layers"]):
         seen_k, seen_v = [], []
         for n in chunks:
@@ -168,7 +168,7 @@ def _cache_state(cache) -> tuple:
 def test_overflow_raises_and_leaves_cache_unchanged(impl):
     """Appending past max_seq_len: ValueError naming max_seq_len, nothing written. Mutant:
     overflow_unchecked."""
-    cache = impl.get("kv_bytes.KVCache")(layers=1, batch=1, kv_heads=1, head_dim=4, max_seq_len=3)
+    cache = impl.get("KVCache")(layers=1, batch=1, kv_heads=1, head_dim=4, max_seq_len=3)
     k = torch.ones(1, 1, 2, 4)
     cache.append(0, k, k)
     bad = Bad("one past max_seq_len", dict(layer=0, k=2 * k, v=2 * k), ValueError, ("max_seq_len",))
@@ -203,7 +203,7 @@ BAD = [
 def test_rejects_bad_input(impl, bad):
     """Sizes must be ints (TypeError), layers/heads/head_dim > 0 and seq_len/batch >= 0
     (ValueError), dtype a torch.dtype (TypeError); the message names the argument."""
-    assert_rejects(impl.get("kv_bytes.kv_cache_bytes"), VALID, bad)
+    assert_rejects(impl.get("kv_cache_bytes"), VALID, bad)
 
 
 CACHE_VALID = dict(layers=2, batch=1, kv_heads=2, head_dim=4, max_seq_len=3)
@@ -222,7 +222,7 @@ CACHE_BAD = [
 @bad_cases(CACHE_BAD)
 def test_cache_rejects_bad_input(impl, bad):
     """KVCache(...): sizes are ints >= 1, dtype a torch.dtype; the message names the argument."""
-    assert_rejects(impl.get("kv_bytes.KVCache"), CACHE_VALID, bad)
+    assert_rejects(impl.get("KVCache"), CACHE_VALID, bad)
 
 
 def _chunk(n: int = 1, batch: int = 1, heads: int = 2, dim: int = 4) -> torch.Tensor:
@@ -251,7 +251,7 @@ def test_append_rejects_bad_input(impl, bad):
     """append(layer, k, v) on a cache holding 2 of 3 positions: a bad layer or tensor, or a
     chunk that does not fit, raises naming the argument and writes nothing; the cache then
     still takes the valid chunk."""
-    cache = impl.get("kv_bytes.KVCache")(**CACHE_VALID)
+    cache = impl.get("KVCache")(**CACHE_VALID)
     cache.append(1, _chunk(n=2), _chunk(n=2))
     assert_rejects(cache.append, APPEND_VALID, bad, state=lambda: _cache_state(cache))
     k, v = cache.append(**APPEND_VALID)

@@ -39,18 +39,18 @@ def scale_of(reqs) -> float:
 
 
 # --- one request ---------------------------------------------------------------------------
-@example(arrival=0.0, first=0.25, gap=0.125, n=5).via("mutant:metrics.tpot_counts_first_token")
+@example(arrival=0.0, first=0.25, gap=0.125, n=5).via("mutant:tpot_counts_first_token")
 # one token: TPOT None
-@example(arrival=3.0, first=0.5, gap=0.25, n=1).via("mutant:metrics.one_token_tpot_zero")
+@example(arrival=3.0, first=0.5, gap=0.25, n=1).via("mutant:one_token_tpot_zero")
 # TTFT 0, every token in one step: TPOT 0
-@example(arrival=2.0, first=0.0, gap=0.0, n=4).via("mutant:metrics.zero_gap_tpot_none")
+@example(arrival=2.0, first=0.0, gap=0.0, n=4).via("mutant:zero_gap_tpot_none")
 @given(arrival=st.floats(0, 1e9, **finite), first=st.floats(0, 10, **finite),
        gap=st.floats(0, 2, **finite), n=st.integers(1, 40))
 def test_uniform_stream_closed_form(impl, arrival, first, gap, n):
     """Tokens every `gap` seconds after a first-token delay `first`: TTFT = first, TPOT = gap,
     ITL = (gap,) * (n - 1), E2E = first + (n - 1) gap; TPOT is None for one token."""
     times = [arrival + first + i * gap for i in range(n)]
-    m = impl.get("metrics.request_metrics")(arrival, times)
+    m = impl.get("request_metrics")(arrival, times)
     tol = floor_at(arrival + first + n * gap)
     close(m.ttft, first, tol, "TTFT")
     close(m.e2e, first + (n - 1) * gap, tol, "E2E")
@@ -65,16 +65,16 @@ def test_uniform_stream_closed_form(impl, arrival, first, gap, n):
 
 
 # one token at the arrival instant; zero TTFT and zero gaps; epoch-scale timestamps
-@example(req=(5.0, (5.0,))).via("mutant:metrics.one_token_tpot_zero")
-@example(req=(1.0, (1.0, 1.0, 1.0))).via("mutant:metrics.zero_gap_tpot_none")
+@example(req=(5.0, (5.0,))).via("mutant:one_token_tpot_zero")
+@example(req=(1.0, (1.0, 1.0, 1.0))).via("mutant:zero_gap_tpot_none")
 @example(req=(1.7e9, (1.7e9 + 0.5, 1.7e9 + 0.75))).via(
-    "mutant:metrics.float32_timestamps mutant:metrics.tpot_counts_first_token")
+    "mutant:float32_timestamps mutant:tpot_counts_first_token")
 @given(req=request(max_tokens=10))
 def test_request_metrics_definitions(impl, req):
     """Oracle with numpy: TTFT = t0 - arrival, ITL = diff(t), TPOT = mean(ITL), E2E = t[-1] - arrival,
     in float64: at epoch-scale times a float32 timestamp is off by up to 64 s."""
     arrival, times = req
-    m = impl.get("metrics.request_metrics")(arrival, list(times))
+    m = impl.get("request_metrics")(arrival, list(times))
     t = np.asarray(times, dtype=np.float64)
     tol = floor_at(max(abs(arrival), abs(times[-1])))
     close(m.ttft, t[0] - arrival, tol, "TTFT")
@@ -91,7 +91,7 @@ def test_first_token_delay_moves_ttft_only(impl, req, delay):
     """Metamorphic: delaying every token by `delay` adds it to TTFT and E2E; TPOT and ITL do not
     change (TPOT excludes the first token's wait)."""
     arrival, times = req
-    f = impl.get("metrics.request_metrics")
+    f = impl.get("request_metrics")
     a, b = f(arrival, times), f(arrival, [t + delay for t in times])
     tol = floor_at(max(abs(arrival), abs(times[-1]) + delay))
     close(b.ttft, a.ttft + delay, tol, "TTFT")
@@ -104,7 +104,7 @@ def test_first_token_delay_moves_ttft_only(impl, req, delay):
 
 
 # --- a run ---------------------------------------------------------------------------------
-@example(n=3, m=4, first=0.5, gap=0.25).via("mutant:metrics.goodput_either_slo")
+@example(n=3, m=4, first=0.5, gap=0.25).via("mutant:goodput_either_slo")
 @given(n=st.integers(1, 6), m=st.integers(1, 12), first=st.floats(0.01, 5, **finite),
        gap=st.floats(0, 1, **finite))
 def test_back_to_back_requests_closed_form(impl, n, m, first, gap):
@@ -113,14 +113,14 @@ def test_back_to_back_requests_closed_form(impl, n, m, first, gap):
     with loose SLOs, 0 with a TTFT SLO below `first`."""
     period = first + (m - 1) * gap
     reqs = [(i * period, [i * period + first + j * gap for j in range(m)]) for i in range(n)]
-    s = impl.get("metrics.summarize")(reqs, ttft_slo=first + 1, tpot_slo=gap + 1)
+    s = impl.get("summarize")(reqs, ttft_slo=first + 1, tpot_slo=gap + 1)
     tol = floor_at(n * period) * 4
     close(s.duration, n * period, tol, "duration")
     close(s.request_throughput, 1 / period, tol / period ** 2, "request throughput")
     close(s.output_throughput, m / period, m * tol / period ** 2, "output throughput")
     close(s.goodput, 1 / period, tol / period ** 2, "goodput (every request meets loose SLOs)")
     assert (s.num_requests, s.output_tokens, s.good_requests) == (n, n * m, n)
-    strict = impl.get("metrics.summarize")(reqs, ttft_slo=first / 2)
+    strict = impl.get("summarize")(reqs, ttft_slo=first / 2)
     assert strict.good_requests == 0 and strict.goodput == 0.0
 
 
@@ -137,17 +137,17 @@ def _dist_matches(dist, values, qs, tol, what):
 
 # one one-token request: no TPOT, no ITL; zero TTFTs and a zero gap; three overlapping requests
 @example(reqs=[(0.0, (1.0,))], qs=[0.0, 100.0]).via(
-    "mutant:metrics.one_token_tpot_zero mutant:metrics.p100_out_of_range")
+    "mutant:one_token_tpot_zero mutant:p100_out_of_range")
 @example(reqs=[(0.0, (0.0, 0.5, 0.5, 2.0)), (0.0, (0.0,))], qs=[50.0]).via(
-    "mutant:metrics.tpot_counts_first_token mutant:metrics.one_token_tpot_zero mutant:metrics.percentile_unsorted")
+    "mutant:tpot_counts_first_token mutant:one_token_tpot_zero mutant:percentile_unsorted")
 @example(reqs=[(0.0, (0.5, 1.0)), (1.0, (3.0,)), (0.5, (0.75, 1.0, 2.0))], qs=[0.0, 37.5, 100.0]).via(
-    "mutant:metrics.percentile_off_by_one mutant:metrics.percentile_unsorted mutant:metrics.p100_out_of_range")
+    "mutant:percentile_off_by_one mutant:percentile_unsorted mutant:p100_out_of_range")
 @given(reqs=runs(), qs=st.lists(st.floats(0, 100, **finite), min_size=1, max_size=4, unique=True))
 def test_summary_matches_numpy(impl, reqs, qs):
     """Oracle: throughputs from the run window, and TTFT/TPOT/ITL/E2E distributions (mean, min,
     max, percentiles) equal numpy's over the per-request values (ITL pooled over all gaps; TPOT
     over requests with >= 2 tokens)."""
-    s = impl.get("metrics.summarize")(reqs, percentiles=qs)
+    s = impl.get("summarize")(reqs, percentiles=qs)
     tol = floor_at(scale_of(reqs))
     duration = max(t[-1] for _, t in reqs) - min(a for a, _ in reqs)
     tokens = sum(len(t) for _, t in reqs)
@@ -187,7 +187,7 @@ def test_goodput_counts_requests_meeting_both_slos(impl, reqs, i, j):
     assume(all(abs(x - ttft_slo) > tol or ttft_slo == 0 for x in ttfts)
            and all(abs(x - tpot_slo) > tol or tpot_slo == 0 for x in tpots if x is not None))
     good = sum(1 for f, p in zip(ttfts, tpots) if f <= ttft_slo and (p is None or p <= tpot_slo))
-    s = impl.get("metrics.summarize")(reqs, ttft_slo=ttft_slo, tpot_slo=tpot_slo)
+    s = impl.get("summarize")(reqs, ttft_slo=ttft_slo, tpot_slo=tpot_slo)
     assert s.good_requests == good, (
         f"{s.good_requests} good requests, expected {good} meeting both TTFT <= {ttft_slo} and "
         f"TPOT <= {tpot_slo}; (TTFT, TPOT) per request: {list(zip(ttfts, tpots))}")
@@ -199,7 +199,7 @@ def test_goodput_counts_requests_meeting_both_slos(impl, reqs, i, j):
 def test_goodput_monotone_in_slos(impl, reqs, slos):
     """Loosening either SLO never lowers goodput; goodput <= request throughput, with equality
     when no SLO is set."""
-    f = impl.get("metrics.summarize")
+    f = impl.get("summarize")
     a_ttft, b_ttft = sorted(slos[:2])
     a_tpot, b_tpot = sorted(slos[2:])
     tight, loose = f(reqs, ttft_slo=a_ttft, tpot_slo=a_tpot), f(reqs, ttft_slo=b_ttft, tpot_slo=b_tpot)
@@ -211,7 +211,7 @@ def test_goodput_monotone_in_slos(impl, reqs, slos):
 @given(reqs=runs(), data=st.data())
 def test_summary_ignores_request_order(impl, reqs, data):
     """Metamorphic: permuting the requests changes nothing (up to the rounding of sums)."""
-    f = impl.get("metrics.summarize")
+    f = impl.get("summarize")
     perm = data.draw(st.permutations(reqs))
     a, b = f(perm, ttft_slo=1.0, tpot_slo=0.5), f(reqs, ttft_slo=1.0, tpot_slo=0.5)
     tol = floor_at(scale_of(reqs))
@@ -233,17 +233,17 @@ def test_summary_ignores_request_order(impl, reqs, data):
 # --- percentiles ---------------------------------------------------------------------------
 # p50 / p90 between ranks; one value is every percentile; q = 100 exactly (the last rank, no
 # rank after it); unsorted input
-@example(values=[1.0, 2.0, 3.0, 4.0], q=50.0).via("mutant:metrics.percentile_off_by_one")
-@example(values=[10.0, 20.0], q=90.0).via("mutant:metrics.percentile_off_by_one")
-@example(values=[5.0], q=37.0).via("mutant:metrics.p100_out_of_range")
-@example(values=[3.0, -1.0], q=100.0).via("mutant:metrics.p100_out_of_range")
-@example(values=[4.0, 1.0, 3.0, 2.0], q=50.0).via("mutant:metrics.percentile_unsorted")
+@example(values=[1.0, 2.0, 3.0, 4.0], q=50.0).via("mutant:percentile_off_by_one")
+@example(values=[10.0, 20.0], q=90.0).via("mutant:percentile_off_by_one")
+@example(values=[5.0], q=37.0).via("mutant:p100_out_of_range")
+@example(values=[3.0, -1.0], q=100.0).via("mutant:p100_out_of_range")
+@example(values=[4.0, 1.0, 3.0, 2.0], q=50.0).via("mutant:percentile_unsorted")
 @given(values=st.lists(st.floats(-1e6, 1e6, **finite), min_size=1, max_size=30),
        q=st.floats(0, 100, **finite))
 def test_percentile_matches_numpy_linear(impl, values, q):
     """percentile(values, q) == numpy.percentile(values, q, method='linear'); p0 = min,
     p100 = max; monotone in q; the input list is not modified."""
-    p = impl.get("metrics.percentile")
+    p = impl.get("percentile")
     before = list(values)
     tol = floor_at(max(abs(x) for x in values))
     close(p(values, q), float(np.percentile(values, q, method="linear")), tol, f"p{q:g}")
@@ -255,9 +255,9 @@ def test_percentile_matches_numpy_linear(impl, values, q):
 def test_pinned_examples(impl):
     """Exact, readable instances: SLOs are inclusive; mean TPOT (per request) differs from mean
     ITL (per token); a one-token request meets any TPOT SLO."""
-    f = impl.get("metrics.summarize")
-    close(impl.get("metrics.percentile")([1.0, 2.0, 3.0, 4.0], 90), 3.7, floor_at(4.0), "p90")  # 3 + 0.7 x 1
-    assert impl.get("metrics.percentile")([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    f = impl.get("summarize")
+    close(impl.get("percentile")([1.0, 2.0, 3.0, 4.0], 90), 3.7, floor_at(4.0), "p90")  # 3 + 0.7 x 1
+    assert impl.get("percentile")([1.0, 2.0, 3.0, 4.0], 50) == 2.5
     reqs = [(0.0, [0.5, 1.0, 1.5]),          # TTFT 0.5, TPOT 0.5
             (0.0, [1.0, 1.25, 1.5, 1.75, 2.0]),  # TTFT 1.0, TPOT 0.25
             (1.0, [1.25])]                    # TTFT 0.25, one token: no TPOT
@@ -267,7 +267,7 @@ def test_pinned_examples(impl):
     assert s.tpot.mean == 0.375                   # (0.5 + 0.25) / 2 over requests
     assert s.itl.mean == (2 * 0.5 + 4 * 0.25) / 6  # over the 6 gaps: 1/3
     assert f(reqs, ttft_slo=1.0, tpot_slo=0.25).good_requests == 2  # 2nd and the one-token 3rd
-    m = impl.get("metrics.request_metrics")(1.0, [1.25])
+    m = impl.get("request_metrics")(1.0, [1.25])
     assert (m.ttft, m.tpot, m.itl, m.e2e, m.output_tokens) == (0.25, None, (), 0.25, 1)
 
 
@@ -289,9 +289,9 @@ slo_values = st.one_of(st.none(), st.just(0.0), st.floats(0, 10, **finite))
 
 
 @example(reqs=[(0.0, (0.5, 1.0, 1.5)), (1.0, (1.25,))], ttft_slo=0.25, tpot_slo=0.0, qs=[10.0],
-         omit={"percentiles"}).via("mutant:metrics.default_percentiles_without_p95")
+         omit={"percentiles"}).via("mutant:default_percentiles_without_p95")
 @example(reqs=[(0.0, (0.5, 1.0, 1.5)), (1.0, (1.25,))], ttft_slo=0.25, tpot_slo=0.0, qs=[10.0],
-         omit={"ttft_slo", "tpot_slo"}).via("mutant:metrics.no_slo_meets_nothing")
+         omit={"ttft_slo", "tpot_slo"}).via("mutant:no_slo_meets_nothing")
 @given(reqs=runs(), ttft_slo=slo_values, tpot_slo=slo_values,
        qs=st.lists(st.floats(0, 100, **finite), max_size=3, unique=True),
        omit=st.sets(st.sampled_from(sorted(SUMMARIZE_DEFAULTS)), min_size=1))
@@ -299,7 +299,7 @@ def test_summarize_omitted_arguments_mean_the_defaults(impl, reqs, ttft_slo, tpo
     """Omitting ``ttft_slo`` / ``tpot_slo`` / ``percentiles`` gives exactly the summary of passing
     the documented default (no limit, no limit, (50, 90, 95, 99)). Mutants:
     default_percentiles_without_p95, empty_percentiles_become_default."""
-    f = impl.get("metrics.summarize")
+    f = impl.get("summarize")
     drawn = dict(ttft_slo=ttft_slo, tpot_slo=tpot_slo, percentiles=tuple(qs))
     given_args = {k: v for k, v in drawn.items() if k not in omit}
     explicit = {**drawn, **{k: SUMMARIZE_DEFAULTS[k] for k in omit}}
@@ -320,7 +320,7 @@ def test_zero_slos(impl):
     """An SLO of 0 is a limit, not "no limit": only a TTFT (TPOT) of exactly 0 meets it; a
     one-token request meets any TPOT SLO, 0 included. Mutants: zero_ttft_slo_ignored,
     zero_tpot_slo_ignored, slo_exclusive."""
-    f = impl.get("metrics.summarize")
+    f = impl.get("summarize")
     reqs = [(0.0, [0.0, 0.0]),   # TTFT 0, TPOT 0 (two tokens in one step)
             (0.0, [0.0, 1.0]),   # TTFT 0, TPOT 1
             (0.5, [1.0]),        # TTFT 0.5, one token
@@ -338,7 +338,7 @@ def test_empty_percentiles(impl):
     """``percentiles=()`` is legal: every distribution holds an empty percentile dict (the
     default is not substituted) and everything else as usual. Mutant:
     empty_percentiles_become_default."""
-    f = impl.get("metrics.summarize")
+    f = impl.get("summarize")
     reqs = [(0.0, [0.5, 1.0, 1.5]), (1.0, [1.25])]
     s = f(reqs, percentiles=())
     for name in ("ttft", "tpot", "itl", "e2e"):
@@ -374,7 +374,7 @@ REQUEST_BAD = [
 def test_request_metrics_rejects_bad_input(impl, bad):
     """request_metrics: ValueError for an illegal timeline, TypeError for the wrong kind, naming
     ``arrival`` or ``token_times``."""
-    assert_rejects(impl.get("metrics.request_metrics"), REQUEST_VALID, bad)
+    assert_rejects(impl.get("request_metrics"), REQUEST_VALID, bad)
 
 
 SUMMARIZE_VALID = dict(requests=[(0.0, [0.5, 1.0]), (0.25, [1.5])])
@@ -418,7 +418,7 @@ SUMMARIZE_BAD = [
 def test_summarize_rejects_bad_input(impl, bad):
     """summarize: ValueError for an illegal value, TypeError for the wrong kind, naming the
     argument (a malformed request names the request's field)."""
-    assert_rejects(impl.get("metrics.summarize"), SUMMARIZE_VALID, bad)
+    assert_rejects(impl.get("summarize"), SUMMARIZE_VALID, bad)
 
 
 PERCENTILE_VALID = dict(values=[1.0, 2.0, 4.0], q=50)
@@ -445,14 +445,14 @@ PERCENTILE_BAD = [
 def test_percentile_rejects_bad_input(impl, bad):
     """percentile: ValueError for no values, a non-finite value or q outside [0, 100]; TypeError
     for the wrong kind; naming ``values`` or ``q``."""
-    assert_rejects(impl.get("metrics.percentile"), PERCENTILE_VALID, bad)
+    assert_rejects(impl.get("percentile"), PERCENTILE_VALID, bad)
 
 
 @given(reqs=runs())
 def test_inputs_not_modified(impl, reqs):
     lists = [(a, list(t)) for a, t in reqs]
     copy = [(a, list(t)) for a, t in lists]
-    impl.get("metrics.summarize")(lists, ttft_slo=1.0)
+    impl.get("summarize")(lists, ttft_slo=1.0)
     for a, t in lists:
-        impl.get("metrics.request_metrics")(a, t)
+        impl.get("request_metrics")(a, t)
     assert lists == copy, "summarize/request_metrics modified the timestamps they were given"

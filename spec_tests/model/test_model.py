@@ -29,13 +29,13 @@ FLOAT64_ATOL = 1e-10   # float64 sums of a few hundred O(1) terms: ~1e-14 apart;
 
 
 def _reference_weights(reference, case: ModelCase) -> dict:
-    cfg = case.config(reference.get("model.ModelConfig"), "float32")
-    return reference.get("model.Transformer")(cfg, seed=case.seed).state_dict()
+    cfg = case.config(reference.get("ModelConfig"), "float32")
+    return reference.get("Transformer")(cfg, seed=case.seed).state_dict()
 
 
 def _build(impl, case: ModelCase, weights: dict, dtype, device="cpu"):
     """The implementation's model for ``case`` in ``dtype``, holding ``weights`` (HF names)."""
-    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig"), dtype), seed=case.seed)
+    model = impl.get("Transformer")(case.config(impl.get("ModelConfig"), dtype), seed=case.seed)
     model.load_state_dict(weights, strict=True)
     return model.to(device)
 
@@ -47,7 +47,7 @@ def _logits(model, tokens, cache=None):
 
 def _oracle(reference, case: ModelCase, weights: dict, tokens, positions=None):
     """Float64 brute-force logits of ``tokens`` and the magnitude they are rounded at."""
-    cfg = case.config(reference.get("model.ModelConfig"), "float64")
+    cfg = case.config(reference.get("ModelConfig"), "float64")
     return llama_brute_force_with_magnitude(weights, cfg, tokens.cpu(), positions)
 
 
@@ -61,22 +61,22 @@ def _check_float64(out, oracle, what, case):
 # GQA 3:1; MQA with a big eps; MHA with a given head_dim; every size at its minimum; norm_eps 0.
 # All but the first fill max_seq_len with positions.
 @example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float64", 3)).via(
-    "mutant:model.gqa_kv_tiled")
+    "mutant:gqa_kv_tiled")
 @example(case=ModelCase(64, 32, 1, 2, 1, 16, 40, 100.0, 1e-2, 8, 1, 8, "float32", 0)).via(
-    "mutant:model.rmsnorm_no_eps mutant:model.max_seq_len_exclusive")
+    "mutant:rmsnorm_no_eps mutant:max_seq_len_exclusive")
 @example(case=ModelCase(80, 64, 2, 4, 4, 8, None, 10000.0, 1e-6, 9, 1, 9, "bfloat16", 7)).via(
-    "mutant:model.rope_width_from_dim mutant:model.rope_interleaved")
+    "mutant:rope_width_from_dim mutant:rope_interleaved")
 @example(case=ModelCase(1, 2, 1, 1, 1, None, 1, 10000.0, 1e-5, 1, 1, 1, "float64", 0)).via(
-    "mutant:model.max_seq_len_exclusive mutant:model.rmsnorm_no_eps")
+    "mutant:max_seq_len_exclusive mutant:rmsnorm_no_eps")
 @example(case=ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 0.0, 8, 2, 8, "float64", 5)).via(
-    "mutant:model.norm_eps_zero_rejected mutant:model.max_seq_len_exclusive")
+    "mutant:norm_eps_zero_rejected mutant:max_seq_len_exclusive")
 @given(case=model_cases(dtypes=("float64", "float32", "bfloat16")))
 def test_matches_float64_brute_force(impl, reference, device, case):
     """Logits equal a float64 token-by-token brute force: to 1e-10 in float64, by the tolerance
     rule (2 x the reference's own error + rounding floor at the logits' magnitude) in float32 and
     bfloat16. The legal extremes are pinned: the smallest model (vocabulary of one token, dim 2,
     one head, hidden_dim 1, max_seq_len 1), norm_eps 0, and positions filling max_seq_len."""
-    model_cls = impl.get("model.Transformer")  # noqa: F841  (skip early when not implemented)
+    model_cls = impl.get("Transformer")  # noqa: F841  (skip early when not implemented)
     weights = _reference_weights(reference, case)
     tokens = case.tokens(device)
     oracle, magnitude = _oracle(reference, case, weights, tokens)
@@ -118,7 +118,7 @@ def _check_long_range(impl, reference, device, case: ModelCase, positions, sinks
     at = torch.tensor(positions, device=device)
     runs = []
     for source in (impl, reference):
-        model = source.get("model.Transformer")(case.config(source.get("model.ModelConfig")),
+        model = source.get("Transformer")(case.config(source.get("ModelConfig")),
                                                 seed=case.seed, attention=attention)
         model.load_state_dict(weights, strict=True)
         runs.append(_long_run(model.to(device), tokens, decodes)[:, at])
@@ -140,7 +140,7 @@ def test_long_range_positions_in_low_precision(impl, reference, device, dtype):
     (a RoPE table whose positions, frequencies or angles are rounded to the model's dtype) is far
     below the tolerance at the ~30 positions of the other tests and large here: the contract
     computes the table in float32 for every dtype below float64."""
-    impl.get("model.Transformer")
+    impl.get("Transformer")
     _check_long_range(impl, reference, device, dataclasses.replace(LONG_CASE, dtype=dtype), LONG_POSITIONS,
                       LONG_SINKS, LONG_WINDOW, LONG_DECODES)
 
@@ -151,7 +151,7 @@ def test_long_range_positions_in_low_precision(impl, reference, device, dtype):
 def test_long_range_drawn(impl, reference, device, base, data):
     """The long-range check on drawn one-layer shapes, lengths 2,049..4,096, 1..6 sinks, windows
     of 1..8 and 0..3 decodes, at drawn positions (always the last): slow, for the thorough run."""
-    impl.get("model.Transformer")
+    impl.get("Transformer")
     n = data.draw(st.integers(2049, 4096), label="length")
     case = dataclasses.replace(base, seq_len=n, max_seq_len=n)
     positions = sorted(set(data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=12), label="positions"))
@@ -162,7 +162,7 @@ def test_long_range_drawn(impl, reference, device, base, data):
 
 # --- oracle: HF transformers -------------------------------------------------------------------
 @example(case=ModelCase(96, 48, 2, 6, 2, None, None, 500000.0, 1e-5, 24, 2, 20, "float32", 3)).via(
-    "mutant:model.gqa_kv_tiled mutant:model.rope_interleaved")
+    "mutant:gqa_kv_tiled mutant:rope_interleaved")
 @given(case=model_cases(hf_compatible=True))
 def test_matches_hf_llama(impl, reference, case):
     """Same weights, same logits as transformers' LlamaForCausalLM: the state_dict loads into HF
@@ -171,13 +171,13 @@ def test_matches_hf_llama(impl, reference, case):
     where the rule's "reference error" is the larger float32 error of the two references (HF's
     and the spec's): two correct float32 implementations differ in op order, and on models this
     small the ratio of their errors alone can exceed 2."""
-    impl.get("model.Transformer")
+    impl.get("Transformer")
     pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
     from transformers import LlamaForCausalLM
 
     weights = _reference_weights(reference, case)
     model32 = _build(impl, case, weights, torch.float32)
-    cfg = case.config(reference.get("model.ModelConfig"))
+    cfg = case.config(reference.get("ModelConfig"))
     hf32 = LlamaForCausalLM(hf_llama_config(cfg)).eval()
     hf32.load_state_dict(model32.state_dict(), strict=True)
     hf64 = LlamaForCausalLM(hf_llama_config(cfg)).eval()
@@ -199,23 +199,23 @@ def test_loads_hf_checkpoint_and_hf_loads_ours(impl, reference, tmp_path):
     """A safetensors checkpoint written by HF's save_pretrained loads with load_weights and gives
     the logits of the same weights loaded directly (test_matches_hf_llama then ties those to HF's);
     a file written by save_weights loads into HF with every name matched and HF's own logits."""
-    impl.get("model.load_weights"), impl.get("model.save_weights")
+    impl.get("load_weights"), impl.get("save_weights")
     pytest.importorskip("transformers", reason="transformers (a test extra) is not installed")
     from safetensors.torch import load_file
     from transformers import LlamaForCausalLM
 
     case = ModelCase(80, 32, 2, 4, 2, None, 64, 10000.0, 1e-5, 16, 2, 12, "float32", 5)
     weights = _reference_weights(reference, case)
-    hf_config = hf_llama_config(case.config(reference.get("model.ModelConfig")))
+    hf_config = hf_llama_config(case.config(reference.get("ModelConfig")))
     hf = LlamaForCausalLM(hf_config).eval()
     hf.load_state_dict(weights, strict=True)
     hf.save_pretrained(tmp_path / "hf", safe_serialization=True)
-    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig")), seed=case.seed + 1)
-    impl.get("model.load_weights")(model, tmp_path / "hf" / "model.safetensors")
+    model = impl.get("Transformer")(case.config(impl.get("ModelConfig")), seed=case.seed + 1)
+    impl.get("load_weights")(model, tmp_path / "hf" / "model.safetensors")
     tokens = case.tokens()
     expected = _logits(_build(impl, case, weights, torch.float32), tokens)
     assert torch.equal(_logits(model, tokens), expected), "logits after loading HF's checkpoint differ"
-    impl.get("model.save_weights")(model, tmp_path / "ours.safetensors")
+    impl.get("save_weights")(model, tmp_path / "ours.safetensors")
     hf2 = LlamaForCausalLM(hf_config).eval()
     hf2.load_state_dict(load_file(str(tmp_path / "ours.safetensors")), strict=True)
     with torch.no_grad():
@@ -225,14 +225,14 @@ def test_loads_hf_checkpoint_and_hf_loads_ours(impl, reference, tmp_path):
 # --- metamorphic -------------------------------------------------------------------------------
 # prefills then a one-token decode that fills the cache exactly
 @example(case=ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 12, 1, 12, "float32", 1), cuts=[1, 11]).via(
-    "mutant:model.cache_full_rejected mutant:model.decode_position_off_by_one")
+    "mutant:cache_full_rejected mutant:decode_position_off_by_one")
 @given(case=model_cases(dtypes=("float32", "float64"), max_seq=20), cuts=st.lists(st.integers(1, 19), max_size=4))
 def test_cached_chunks_equal_whole_forward(impl, reference, device, case, cuts):
     """Running the tokens through a KV cache in pieces (a prefill, then further prefills or
     one-token decodes) gives the logits of one forward over the whole sequence: the RoPE positions
     of each piece start at the cache's length and every piece sees all earlier K/V. A cache of
     max_seq_len tokens takes exactly max_seq_len tokens (the pinned case fills it)."""
-    impl.get("model.Transformer")
+    impl.get("Transformer")
     weights = _reference_weights(reference, case)
     tokens = case.tokens(device)
     bounds = sorted({c for c in cuts if c < case.seq_len} | {0, case.seq_len})
@@ -253,7 +253,7 @@ def test_cached_chunks_equal_whole_forward(impl, reference, device, case, cuts):
 def test_batch_rows_are_independent(impl, reference, device, case, data):
     """Each row's logits equal that row run alone, and permuting the batch permutes the logits
     (float64, to 1e-10: any mixing of rows shows far above rounding)."""
-    impl.get("model.Transformer")
+    impl.get("Transformer")
     model = _build(impl, case, _reference_weights(reference, case), torch.float64, device)
     tokens = case.tokens(device)
     perm = torch.tensor(data.draw(st.permutations(range(case.batch)), label="perm"))
@@ -271,8 +271,8 @@ def test_attention_is_pluggable_and_gets_unrepeated_kv(impl, reference, case):
     head_dim) and K/V un-repeated (batch, n_kv_heads, cached+seq, head_dim), causal=True, no
     window, and its output is used as is (a recording wrapper around the reference attention gives
     the logits of the reference attention passed directly)."""
-    impl.get("model.Transformer")
-    ref_attention = reference.get("attention.attention")
+    impl.get("Transformer")
+    ref_attention = reference.of("attention").get("attention")
     calls = []
 
     def recording(q, k, v, *, causal, window, scale):
@@ -280,8 +280,8 @@ def test_attention_is_pluggable_and_gets_unrepeated_kv(impl, reference, case):
         return ref_attention(q, k, v, causal=causal, window=window, scale=scale)
 
     weights = _reference_weights(reference, case)
-    cfg = case.config(impl.get("model.ModelConfig"))
-    make = impl.get("model.Transformer")
+    cfg = case.config(impl.get("ModelConfig"))
+    make = impl.get("Transformer")
     plain = make(cfg, seed=case.seed, attention=ref_attention)
     plain.load_state_dict(weights)
     recorded = make(cfg, seed=case.seed, attention=recording)
@@ -313,22 +313,22 @@ def test_other_attention_implementations_are_drop_ins(impl, reference):
     (reference/flash_attention.py, optimized/flash_attention.py: the bundled modules themselves,
     whatever implementation is under test) plug in as ``attention=`` and give the reference
     attention's logits within the tolerance rule."""
-    impl.get("model.Transformer")
-    tiled = reference.get("attention.attention_tiled")
+    impl.get("Transformer")
+    tiled = reference.of("attention").get("attention_tiled")
     drop_ins = {
         "reference attention_tiled": lambda q, k, v, *, causal, window, scale: tiled(
             q, k, v, causal=causal, window=window, scale=scale, block_q=4, block_k=5),
-        "reference FlashAttention": reference.get("flash_attention.FlashAttention")(),
+        "reference FlashAttention": reference.of("flash_attention").get("FlashAttention")(),
         "optimized FlashAttention": importlib.import_module("optimized.flash_attention").FlashAttention(),
     }
     case = ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 16, 2, 10, "float32", 2)
     weights = _reference_weights(reference, case)
-    cfg = case.config(impl.get("model.ModelConfig"))
+    cfg = case.config(impl.get("ModelConfig"))
     tokens = case.tokens()
     oracle, magnitude = _oracle(reference, case, weights, tokens)
     ref = _logits(_build(reference, case, weights, torch.float32), tokens)
     for label, attention in drop_ins.items():
-        model = impl.get("model.Transformer")(cfg, seed=0, attention=attention)
+        model = impl.get("Transformer")(cfg, seed=0, attention=attention)
         model.load_state_dict(weights, strict=True)
         assert_close_to_oracle(_logits(model, tokens), ref, oracle, name=f"logits with {label}",
                                floor_from=magnitude)
@@ -357,7 +357,7 @@ def test_seeded_init_hf_names_and_global_rng(impl, case):
     """Same seed -> identical weights, another seed -> different ones, the global RNG untouched;
     the state_dict holds exactly HF's names and shapes, in the config's dtype; head_dim defaults
     to dim // n_heads."""
-    make, cfg = impl.get("model.Transformer"), case.config(impl.get("model.ModelConfig"))
+    make, cfg = impl.get("Transformer"), case.config(impl.get("ModelConfig"))
     assert cfg.head_dim == (case.head_dim or case.dim // case.n_heads)
     rng_before = torch.random.get_rng_state()
     a = make(cfg, seed=case.seed).state_dict()
@@ -373,9 +373,9 @@ def test_seeded_init_hf_names_and_global_rng(impl, case):
 def test_save_load_roundtrip(impl, tmp_path):
     """save_weights then load_weights into a model of another seed reproduces weights and logits
     exactly; the file holds exactly HF's names."""
-    make, save, load = impl.get("model.Transformer"), impl.get("model.save_weights"), impl.get("model.load_weights")
+    make, save, load = impl.get("Transformer"), impl.get("save_weights"), impl.get("load_weights")
     case = ModelCase(64, 32, 2, 4, 2, None, None, 10000.0, 1e-5, 16, 1, 8, "float32", 9)
-    cfg = case.config(impl.get("model.ModelConfig"))
+    cfg = case.config(impl.get("ModelConfig"))
     src, dst = make(cfg, seed=1), make(cfg, seed=2)
     save(src, tmp_path / "w.safetensors")
     assert load(dst, tmp_path / "w.safetensors") is dst, "load_weights must return the model"
@@ -395,7 +395,7 @@ def test_config_defaults(impl):
     """Every ModelConfig field has the documented default: omitting it (alone, or all of them)
     equals passing the default; the derived ones are head_dim = dim // n_heads = 16 and
     hidden_dim = 176 for the default dim 64."""
-    cls = impl.get("model.ModelConfig")
+    cls = impl.get("ModelConfig")
     assert cls() == cls(**CONFIG_DEFAULTS), f"ModelConfig() = {cls()}"
     given_ = dict(vocab_size=64, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, head_dim=8, hidden_dim=40,
                   rope_theta=100.0, norm_eps=1e-2, max_seq_len=16, dtype=torch.float64)
@@ -408,7 +408,7 @@ def test_config_defaults(impl):
 @given(dim=st.integers(1, 8192))
 def test_hidden_dim_default_is_llamas_rule(impl, dim):
     """The default SwiGLU width is 8/3 x dim rounded up to a multiple of 16 (exact integer rule)."""
-    cfg = impl.get("model.ModelConfig")(dim=dim, n_heads=1, n_kv_heads=1, head_dim=2)
+    cfg = impl.get("ModelConfig")(dim=dim, n_heads=1, n_kv_heads=1, head_dim=2)
     assert cfg.hidden_dim == 16 * -(-8 * dim // 48), f"dim {dim}: hidden_dim {cfg.hidden_dim}"
 
 
@@ -417,11 +417,11 @@ def test_transformer_and_forward_defaults(impl, reference):
     of ``seed=0``; without ``attention`` the model computes the reference attention's logits
     (float64, 1e-10); ``forward(tokens)`` is ``forward(tokens, cache=None)``; ``new_cache(batch)``
     holds the config's max_seq_len tokens (160 here, not the dataclass default 128)."""
-    make, config = impl.get("model.Transformer"), impl.get("model.ModelConfig")
+    make, config = impl.get("Transformer"), impl.get("ModelConfig")
     case = ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 160, 1, 160, "float64", 0)
     cfg = case.config(config)
     default = make(cfg)
-    explicit = make(cfg, seed=0, attention=reference.get("attention.attention"))
+    explicit = make(cfg, seed=0, attention=reference.of("attention").get("attention"))
     sd = explicit.state_dict()
     assert all(torch.equal(t, sd[n]) for n, t in default.state_dict().items()), "Transformer(config) != seed=0"
     tokens = case.tokens()
@@ -439,7 +439,7 @@ def test_transformer_and_forward_defaults(impl, reference):
 def test_fresh_result_per_call_and_tokens_not_mutated(impl):
     """Two calls with different tokens give their own logits; the tokens are not modified."""
     case = ModelCase(64, 32, 1, 4, 2, None, None, 10000.0, 1e-5, 16, 2, 6, "float32", 4)
-    model = impl.get("model.Transformer")(case.config(impl.get("model.ModelConfig")), seed=4)
+    model = impl.get("Transformer")(case.config(impl.get("ModelConfig")), seed=4)
     t1, t2 = case.tokens(seed_offset=1), case.tokens(seed_offset=2)
     keep = t1.clone()
     a, b = _logits(model, t1), _logits(model, t2)
@@ -503,7 +503,7 @@ def test_rejects_bad_input(impl, bad):
     past max_seq_len) or a bad cache (another batch or dtype, too full for the tokens) raise
     TypeError/ValueError naming the argument; no cache changes (every cache of the table is
     compared before and after)."""
-    make, config = impl.get("model.Transformer"), impl.get("model.ModelConfig")
+    make, config = impl.get("Transformer"), impl.get("ModelConfig")
     model = make(_BAD_CASE.config(config), seed=0)
     caches = {}
     for name, (size, fill, dtype, layers) in CACHES.items():
@@ -554,7 +554,7 @@ CONFIG_BAD = [
 @bad_cases(CONFIG_BAD)
 def test_config_rejects_bad_fields(impl, bad):
     """ModelConfig rejects inconsistent or ill-typed fields, naming the field."""
-    assert_rejects(impl.get("model.ModelConfig"), CONFIG_VALID, bad)
+    assert_rejects(impl.get("ModelConfig"), CONFIG_VALID, bad)
 
 
 TRANSFORMER_BAD = [
@@ -569,8 +569,8 @@ TRANSFORMER_BAD = [
 def test_transformer_rejects_bad_arguments(impl, bad):
     """Transformer rejects a config that is not a ModelConfig, a non-int seed and a non-callable
     attention with TypeError naming the argument."""
-    cfg = impl.get("model.ModelConfig")(**CONFIG_VALID)
-    assert_rejects(impl.get("model.Transformer"), dict(config=cfg, seed=0, attention=None), bad)
+    cfg = impl.get("ModelConfig")(**CONFIG_VALID)
+    assert_rejects(impl.get("Transformer"), dict(config=cfg, seed=0, attention=None), bad)
 
 
 NEW_CACHE_BAD = [
@@ -584,7 +584,7 @@ NEW_CACHE_BAD = [
 @bad_cases(NEW_CACHE_BAD)
 def test_new_cache_rejects_bad_arguments(impl, bad):
     """new_cache rejects a batch or max_seq_len that is not a positive int, naming it."""
-    model = impl.get("model.Transformer")(_BAD_CASE.config(impl.get("model.ModelConfig")), seed=0)
+    model = impl.get("Transformer")(_BAD_CASE.config(impl.get("ModelConfig")), seed=0)
     assert_rejects(model.new_cache, dict(batch=1, max_seq_len=8), bad)
 
 
@@ -604,9 +604,9 @@ LOAD_BAD = [
 def test_load_weights_rejects_bad_files(impl, tmp_path, bad):
     """A file with a missing or unexpected name or a wrong shape is rejected with ValueError naming
     ``path``; the model keeps its weights."""
-    make, save, load = impl.get("model.Transformer"), impl.get("model.save_weights"), impl.get("model.load_weights")
+    make, save, load = impl.get("Transformer"), impl.get("save_weights"), impl.get("load_weights")
     from safetensors.torch import load_file, save_file
-    cfg = _BAD_CASE.config(impl.get("model.ModelConfig"))
+    cfg = _BAD_CASE.config(impl.get("ModelConfig"))
     save(make(cfg, seed=1), tmp_path / "w.safetensors")
     tensors = load_file(str(tmp_path / "w.safetensors"))
     save_file({n: t for n, t in tensors.items() if n != "model.norm.weight"}, str(tmp_path / "missing.safetensors"))

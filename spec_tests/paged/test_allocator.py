@@ -29,7 +29,7 @@ def test_worked_example(impl):
     the structure: which tables share which blocks, what is copied where, which slots the
     positions get, every ref count and the free count. (The reference takes 0, 1, 2, ... in this
     example; spec_tests/bundled/test_paged_internals.py pins those ids for the bundled allocators.)"""
-    a = impl.get("paged.BlockAllocator")(8, 4)
+    a = impl.get("BlockAllocator")(8, 4)
     in_use: set = set()
 
     def fresh(blocks, k, what):
@@ -83,7 +83,7 @@ def test_append_without_n_appends_one_token(impl):
     """``append(seq)`` is ``append(seq, n=1)``, the documented default: one decode token. Across a
     block edge it takes a new block, and on a partly filled shared last block it copies, exactly
     as ``append(seq, 1)`` does. Mutant: append_default_zero."""
-    a = impl.get("paged.BlockAllocator")(8, 2)
+    a = impl.get("BlockAllocator")(8, 2)
     a.allocate("s", 1)
     assert a.append("s") == [] and a.num_tokens("s") == 2 and len(a.block_table("s")) == 1
     assert a.append("s") == [] and a.num_tokens("s") == 3 and len(a.block_table("s")) == 2
@@ -95,7 +95,7 @@ def test_append_without_n_appends_one_token(impl):
 
 def test_zero_tokens_and_zero_append(impl):
     """A sequence may start empty (no blocks); append(seq, 0) changes nothing and copies nothing."""
-    a = impl.get("paged.BlockAllocator")(2, 4)
+    a = impl.get("BlockAllocator")(2, 4)
     assert a.allocate("e", 0) == [] and a.block_table("e") == [] and a.num_free_blocks == 2
     a.fork("e", "f")
     assert a.append("e", 0) == [] and a.block_table("e") == []
@@ -109,7 +109,7 @@ def test_every_block_once_and_free_gives_them_back(impl, num_blocks, block_size,
     """Until the pool runs out, every allocation gets distinct blocks that no one holds, and
     ``can_allocate`` is exact; ``free`` gives back exactly the freed blocks: an allocation of the
     same size then gets the same set of blocks (the only free ones), in any order."""
-    a = impl.get("paged.BlockAllocator")(num_blocks, block_size)
+    a = impl.get("BlockAllocator")(num_blocks, block_size)
     n = data.draw(st.integers(0, num_blocks * block_size), label="n_tokens")
     first = a.allocate("s", n)
     k = -(-n // block_size)
@@ -180,7 +180,7 @@ def test_rejects_bad_input(impl, bad):
     """Unknown or freed sequences -> KeyError naming it; a live seq/child, negative counts, bad
     positions and blocks, and exhaustion ("out of blocks") -> ValueError; wrong types ->
     TypeError naming the argument. The allocator's whole state is unchanged afterwards."""
-    alloc = scenario(impl.get("paged.BlockAllocator"))
+    alloc = scenario(impl.get("BlockAllocator"))
     assert_rejects(lambda op, args: getattr(alloc, op)(*args), VALID, bad, state=lambda: snapshot(alloc))
 
 
@@ -194,7 +194,7 @@ BAD_POOL = [
 
 @bad_cases(BAD_POOL)
 def test_pool_rejects_bad_sizes(impl, bad):
-    cls = impl.get("paged.BlockAllocator")
+    cls = impl.get("BlockAllocator")
     assert_rejects(lambda num_blocks, block_size: cls(num_blocks, block_size),
                    dict(num_blocks=8, block_size=4), bad)
 
@@ -202,7 +202,7 @@ def test_pool_rejects_bad_sizes(impl, bad):
 def test_exhaustion_then_recovery(impl):
     """Out of blocks is not fatal: after the failed call, freeing a sequence makes room again
     (with the freed sequence's blocks, the only free ones)."""
-    a = scenario(impl.get("paged.BlockAllocator"))
+    a = scenario(impl.get("BlockAllocator"))
     with pytest.raises(ValueError, match="out of blocks"):
         a.allocate("omega", 4)
     assert "omega" not in a.sequences()

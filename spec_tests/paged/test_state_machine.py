@@ -140,8 +140,8 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @initialize(num_blocks=st.integers(1, 16), block_size=st.sampled_from([4, 3, 2, 8, 1]))
     def start(self, num_blocks, block_size):
-        self.a = self.impl.get("paged.BlockAllocator")(num_blocks, block_size)
-        self.b = self.ref.get("paged.BlockAllocator")(num_blocks, block_size)
+        self.a = self.impl.get("BlockAllocator")(num_blocks, block_size)
+        self.b = self.ref.get("BlockAllocator")(num_blocks, block_size)
         self.nb, self.bs = num_blocks, block_size
         self.kv = [None] * (num_blocks * block_size)  # toy KV store: slot -> the token id written there
         self.tokens: dict = {}   # model: seq -> the token ids it holds

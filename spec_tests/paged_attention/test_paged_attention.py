@@ -43,7 +43,7 @@ def _check(impl, case: PagedCase, device, *, rewrite=None):
     x = case.build(device)
     args = x.args if rewrite is None else rewrite(x)
     before = [t.clone() for t in args]
-    out, lse = impl.get("paged_attention.paged_attention")(*args, return_lse=True, **case.kwargs)
+    out, lse = impl.get("paged_attention")(*args, return_lse=True, **case.kwargs)
     for name, t, b in zip(("q", "k_cache", "v_cache", "block_tables", "seq_lens"), args, before):
         assert _same(t, b), f"paged_attention modified its input {name}"
     ref, ref_lse = contiguous_oracle(x, dtype=x.q.dtype, **case.kwargs)   # same math, same dtype
@@ -70,20 +70,20 @@ def _check(impl, case: PagedCase, device, *, rewrite=None):
 # mutants it catches.
 # GQA 2x2, block 4: partial last blocks, a shared first block, several splits, unequal lengths
 @example(case=PagedCase((37, 70, 5), 0, 4, 2, 16, 4, None, "float16", 1, shared_blocks=1)).via(
-    "mutant:paged_attention.reads_past_seq_len mutant:paged_attention.last_split_wrong_table "
-    "mutant:paged_attention.merge_averages_splits mutant:paged_attention.gqa_interleaved_heads "
-    "mutant:paged_attention.drops_partial_last_block")
+    "mutant:reads_past_seq_len mutant:last_split_wrong_table "
+    "mutant:merge_averages_splits mutant:gqa_interleaved_heads "
+    "mutant:drops_partial_last_block")
 # MQA, padding row (seq_len 0), seq_len 1, a window inside one long sequence (blocks wholly left of
 # it hold NaN), bf16
 @example(case=PagedCase((0, 1, 64, 33), 0, 8, 1, 32, 16, 5, "bfloat16", 2, spare_cols=2)).via(
-    "mutant:paged_attention.reads_left_of_window")
+    "mutant:reads_left_of_window")
 # one long sequence, block 8: many tiles and many splits
 @example(case=PagedCase((150,), 0, 4, 1, 16, 8, None, "float16", 3, scale=0.3)).via(
-    "mutant:paged_attention.merge_averages_splits")
+    "mutant:merge_averages_splits")
 # the legal boundaries: a table exactly as wide as the longest sequence needs (no spare column),
 # scale 0 (every visible key weighs the same: the mean of the values)
 @example(case=PagedCase((32, 5), 0, 4, 2, 16, 8, None, "float32", 6, spare_cols=0, scale=0.0)).via(
-    "mutant:paged_attention.full_table_rejected mutant:paged_attention.scale_zero_as_default")
+    "mutant:full_table_rejected mutant:scale_zero_as_default")
 @settings(max_examples=_scaled(10))
 @given(case=paged_cases())
 def test_decode_matches_contiguous_oracle(impl, device, case):
@@ -95,10 +95,10 @@ def test_decode_matches_contiguous_oracle(impl, device, case):
 
 # three draft tokens per sequence over a shared block: causal among themselves
 @example(case=PagedCase((40, 3, 17), 3, 4, 2, 16, 8, None, "float16", 4, shared_blocks=1)).via(
-    "mutant:paged_attention.spec_queries_see_all")
+    "mutant:spec_queries_see_all")
 # seq_len 2 < q_len 4: blind queries; window 9
 @example(case=PagedCase((2, 65), 4, 8, 2, 32, 1, 9, "bfloat16", 5)).via(
-    "mutant:paged_attention.spec_queries_see_all mutant:paged_attention.reads_left_of_window")
+    "mutant:spec_queries_see_all mutant:reads_left_of_window")
 @settings(max_examples=_scaled(5))
 @given(case=paged_cases(q_lens=(1, 2, 3, 4), max_len=48, groups=(1, 2, 4)))
 def test_speculative_tokens_match_oracle(impl, device, case):
@@ -116,7 +116,7 @@ def test_every_block_size(impl, device, block_size):
                      10 + block_size, shared_blocks=1)
     out, _ = _check(impl, case, device)
     x = case.build(device)
-    alone = impl.get("paged_attention.paged_attention")(*x.args, **case.kwargs)
+    alone = impl.get("paged_attention")(*x.args, **case.kwargs)
     assert isinstance(alone, torch.Tensor), "return_lse=False must return the output tensor alone"
     assert torch.equal(alone, out), "return_lse=False changed the output"
 
@@ -127,7 +127,7 @@ def test_omitted_arguments_mean_the_defaults(impl, device):
     documented defaults gives (scale=None, window=None, return_lse=False: out alone), and
     ``scale=None`` is exactly ``1/sqrt(head_dim)`` (head_dim 16: 0.25). Three calls: the kernel
     runs under the interpreter on CPU. Mutant: default_scale_unscaled."""
-    fn = impl.get("paged_attention.paged_attention")
+    fn = impl.get("paged_attention")
     x = PagedCase((21, 9), 0, 4, 2, 16, 4, None, "float16", 51, shared_blocks=1).build(device)
     got = fn(*x.args)
     assert isinstance(got, torch.Tensor), f"return_lse omitted must return out alone, got {type(got).__name__}"
@@ -195,7 +195,7 @@ def test_rejects_bad_input(impl, bad):
     """Malformed shapes, dtypes, lengths and block ids raise TypeError/ValueError naming the
     argument (the table's too-short row names block_tables and seq_lens), before anything is
     computed and without modifying an argument. A used block id must lie in [0, num_blocks)."""
-    assert_rejects(impl.get("paged_attention.paged_attention"), _valid, bad)
+    assert_rejects(impl.get("paged_attention"), _valid, bad)
 
 
 def test_unused_table_entries_are_ignored(impl, device):

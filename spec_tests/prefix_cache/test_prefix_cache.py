@@ -11,7 +11,7 @@ from spec_tests.prefix_cache.strategies import BLOCK_SIZES, EXTRA_KEYS, prompts
 
 
 def make(impl, num_blocks: int, block_size: int):
-    return impl.get("prefix_cache.PrefixCache")(num_blocks, block_size)
+    return impl.get("PrefixCache")(num_blocks, block_size)
 
 
 def cached(c, seq, tokens, extra_key=None) -> list:
@@ -206,7 +206,7 @@ CTOR_BAD = [
 @bad_cases(CTOR_BAD)
 def test_constructor_rejects_bad_input(impl, bad):
     """PrefixCache(num_blocks, block_size): ints >= 1; the message names the argument."""
-    assert_rejects(impl.get("prefix_cache.PrefixCache"), dict(num_blocks=4, block_size=2), bad)
+    assert_rejects(impl.get("PrefixCache"), dict(num_blocks=4, block_size=2), bad)
 
 
 ALLOC_BAD = [

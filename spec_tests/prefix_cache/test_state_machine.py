@@ -46,8 +46,8 @@ class PrefixCacheMachine(RuleBasedStateMachine):
     @initialize(num_blocks=st.integers(2, 10), block_size=st.integers(1, 3))
     def setup(self, num_blocks, block_size):
         self.nb, self.bs = num_blocks, block_size
-        self.a = self.impl.get("prefix_cache.PrefixCache")(num_blocks, block_size)
-        self.r = self.ref.get("prefix_cache.PrefixCache")(num_blocks, block_size)
+        self.a = self.impl.get("PrefixCache")(num_blocks, block_size)
+        self.r = self.ref.get("PrefixCache")(num_blocks, block_size)
         self.live: dict = {}       # seq -> (tokens, extra_key)
         self.resident: dict = {}   # block -> (extra_key, prefix tuple) it holds, cached
         self.ever: list = []       # (tokens, extra_key, n computed) of every mark_computed

@@ -11,7 +11,7 @@ from reference.eviction import LFU, LRU, Hybrid
 
 
 def cache(impl, *args, **kwargs):
-    return impl.get("radix.RadixCache")(*args, **kwargs)
+    return impl.get("RadixCache")(*args, **kwargs)
 
 
 def ints(slots) -> list[int]:
@@ -349,4 +349,4 @@ CTOR_BAD = [
 
 @bad_cases(CTOR_BAD)
 def test_constructor_rejects_bad_input(impl, bad):
-    assert_rejects(impl.get("radix.RadixCache"), dict(page_size=1, policy=None), bad)
+    assert_rejects(impl.get("RadixCache"), dict(page_size=1, policy=None), bad)

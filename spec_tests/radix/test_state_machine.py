@@ -90,7 +90,7 @@ class RadixMachine(RuleBasedStateMachine):
     @initialize(page=page_sizes, policy=policy_names, base=slot_bases, data=st.data())
     def start(self, page, policy, base, data):
         new = POLICIES[policy]
-        A, B = self.impl.get("radix.RadixCache"), self.ref.get("radix.RadixCache")
+        A, B = self.impl.get("RadixCache"), self.ref.get("RadixCache")
         if policy == "default" and page == 1:
             self.a, self.b = A(), B()
         elif policy == "default":

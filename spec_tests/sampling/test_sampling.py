@@ -34,7 +34,7 @@ def _scaled(n: int) -> int:
 
 
 def _probs(impl, case: SamplingCase, device, **changes):
-    fn = impl.get("sampling.sampling_probs")
+    fn = impl.get("sampling_probs")
     return fn(case.logits(device), case.params(), **case.kwargs(), **changes)
 
 
@@ -288,7 +288,7 @@ def test_large_vocab_matches_brute_force(impl, reference, device, vocab, kind, s
     assert oracle.ambiguous is None, oracle.ambiguous
     _assert_probs(_probs(impl, case, device), _probs(reference, case, device), oracle, case)
     u = torch.rand(case.batch, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-    tokens = impl.get("sampling.sample")(case.logits(device), case.params(), None, uniforms=u.to(device))
+    tokens = impl.get("sample")(case.logits(device), case.params(), None, uniforms=u.to(device))
     _assert_draws(tokens, oracle.probs, u)
 
 
@@ -312,7 +312,7 @@ def test_structure_matches_brute_force(impl, reference, device, case):
     ref = _probs(reference, case, device)
     _assert_probs(probs[clear.to(probs.device)], ref[clear.to(ref.device)], _rows_of(oracle, clear), case)
     u = torch.rand(case.batch, generator=torch.Generator().manual_seed(case.seed), dtype=torch.float64)
-    tokens = impl.get("sampling.sample")(case.logits(device), case.params(), None, uniforms=u.to(device))
+    tokens = impl.get("sample")(case.logits(device), case.params(), None, uniforms=u.to(device))
     assert tokens.dtype == torch.int64 and tokens.shape == (case.batch,)
     _assert_draws(tokens, oracle.probs, u, rows=clear)
 
@@ -356,7 +356,7 @@ def test_vocab_permutation_permutes_probs(impl, reference, device, case, data):
 def test_params_as_tensors_lists_and_scalars_agree(impl, device):
     """Per-row params may be scalars, lists or tensors; logit_bias a dict, dicts or a dense tensor."""
     from reference.sampling import SamplingParams
-    fn = impl.get("sampling.sampling_probs")
+    fn = impl.get("sampling_probs")
     x = SamplingCase(2, 9, "float32", 5).logits(device)
     bias = {1: 0.5, 4: -math.inf}
     dense = torch.zeros(9, device=device)
@@ -382,14 +382,14 @@ def test_sample_with_uniforms_induces_probs_exactly(impl, device, case):
     n = 1024
     logits, params, kw = _replicated(case, n, device)
     u = (torch.arange(n, dtype=torch.float64, device=device) + 0.5) / n
-    tokens = impl.get("sampling.sample")(logits, params, None, uniforms=u, **kw)
+    tokens = impl.get("sample")(logits, params, None, uniforms=u, **kw)
     assert tokens.dtype == torch.int64 and tokens.shape == (n,)
     counts = torch.bincount(tokens.cpu(), minlength=case.vocab).double()
     expected = oracle.probs[0] * n
     worst = float((counts - expected).abs().max())
     assert worst <= 2.0, (f"grid of {n} uniforms: counts {counts.int().tolist()} vs N*q "
                           f"{[round(v, 1) for v in expected.tolist()]} (off by {worst:.1f})\n  case: {case!r}")
-    again = impl.get("sampling.sample")(logits, params, None, uniforms=u, **kw)
+    again = impl.get("sample")(logits, params, None, uniforms=u, **kw)
     assert torch.equal(tokens, again), "sample with the same uniforms is not deterministic"
 
 
@@ -419,7 +419,7 @@ def test_sample_frequencies_chi_square(impl, device, name):
     n = 20_000
     logits, params, kw = _replicated(case, n, device)
     gen = torch.Generator(device=device).manual_seed(20240601)
-    tokens = impl.get("sampling.sample")(logits, params, gen, **kw).cpu()
+    tokens = impl.get("sample")(logits, params, gen, **kw).cpu()
     counts = torch.bincount(tokens, minlength=case.vocab).double()
     q = oracle.probs[0]
     outside = (counts > 0) & (q == 0)
@@ -437,12 +437,12 @@ def test_sample_frequencies_chi_square(impl, device, name):
 def test_sample_reproducible_and_in_support(impl, device):
     """Same generator seed -> same tokens; every draw has positive probability; greedy rows and
     top_k = 1 rows return the first argmax whatever the generator."""
-    sample = impl.get("sampling.sample")
+    sample = impl.get("sample")
     from reference.sampling import SamplingParams
     x = SamplingCase(64, 50, "float32", 3, kind="integer").logits(device)
     params = SamplingParams(temperature=[0.0, 0.7, 1.0, 1.5] * 16, top_k=[0, 1, 20, 0] * 16,
                             top_p=[1.0, 1.0, 0.8, 0.6] * 16, min_p=[0.0, 0.0, 0.0, 0.1] * 16)
-    probs = impl.get("sampling.sampling_probs")(x, params)
+    probs = impl.get("sampling_probs")(x, params)
     runs = []
     for seed in (1, 1, 2):
         gen = torch.Generator(device=device).manual_seed(seed)
@@ -480,7 +480,7 @@ def _contract_draw(case: SamplingCase, seed: int, device):
 
 
 def _assert_seeded_draw_pinned(impl, case: SamplingCase, seed: int, device):
-    sample = impl.get("sampling.sample")
+    sample = impl.get("sample")
     gen = torch.Generator(device=device).manual_seed(seed)
     tokens = sample(case.logits(device), case.params(), gen, **case.kwargs())
     u, state = _contract_draw(case, seed, device)
@@ -525,7 +525,7 @@ def _default_cases(draw):
 
 
 @settings(max_examples=_scaled(10))
-@example(case=SamplingCase(2, 120, "float32", 5)).via("mutant:sampling.default_top_k_50")  # vocab 120 > 50
+@example(case=SamplingCase(2, 120, "float32", 5)).via("mutant:default_top_k_50")  # vocab 120 > 50
 @given(case=_default_cases())
 def test_omitted_arguments_are_the_documented_defaults(impl, reference, device, case):
     """Omitting an optional argument equals passing its documented default: ``params`` omitted =
@@ -533,10 +533,10 @@ def test_omitted_arguments_are_the_documented_defaults(impl, reference, device, 
     disabled); ``prompt_tokens`` / ``output_tokens`` omitted = None = no token seen (penalties
     then change nothing); ``sample``'s omitted ``params`` likewise, with uniforms or a generator."""
     from reference.sampling import SamplingParams
-    fn, sample = impl.get("sampling.sampling_probs"), impl.get("sampling.sample")
+    fn, sample = impl.get("sampling_probs"), impl.get("sample")
     x = case.logits(device)
     oracle = sampling_oracle(case)            # the case has every field at its default
-    ref = reference.get("sampling.sampling_probs")(x, SamplingParams())
+    ref = reference.get("sampling_probs")(x, SamplingParams())
     forms = {
         "sampling_probs(logits)": fn(x),
         "sampling_probs(logits, None)": fn(x, None),
@@ -569,13 +569,13 @@ def test_empty_batch(impl, device, dtype):
     from reference.sampling import SamplingParams
     x = torch.zeros(0, 7, dtype=DTYPES[dtype], device=device)
     params = SamplingParams(temperature=0.7, top_k=3, top_p=0.9, min_p=0.1)
-    probs = impl.get("sampling.sampling_probs")(x, params)
+    probs = impl.get("sampling_probs")(x, params)
     want = torch.float64 if dtype == "float64" else torch.float32
     assert probs.shape == (0, 7) and probs.dtype == want, f"probs {tuple(probs.shape)} {probs.dtype}"
     gen = torch.Generator(device=device).manual_seed(3)
     before = gen.get_state()
-    for tokens in (impl.get("sampling.sample")(x, params, gen),
-                   impl.get("sampling.sample")(x, params, uniforms=torch.zeros(0, dtype=torch.float64, device=device))):
+    for tokens in (impl.get("sample")(x, params, gen),
+                   impl.get("sample")(x, params, uniforms=torch.zeros(0, dtype=torch.float64, device=device))):
         assert tokens.shape == (0,) and tokens.dtype == torch.int64, f"tokens {tuple(tokens.shape)} {tokens.dtype}"
     assert torch.equal(gen.get_state(), before), "an empty batch drew random numbers"
 
@@ -695,10 +695,10 @@ def test_rejects_bad_input(impl, device, fn_name, bad):
     generator's state are left unchanged (no random number is drawn by a rejected call)."""
     if fn_name == "sample":
         gen = torch.Generator(device=device).manual_seed(7)
-        assert_rejects(impl.get("sampling.sample"), _valid(device, gen), bad,
+        assert_rejects(impl.get("sample"), _valid(device, gen), bad,
                        state=lambda: gen.get_state().tolist())
     else:
-        assert_rejects(impl.get("sampling.sampling_probs"), _valid(device), bad)
+        assert_rejects(impl.get("sampling_probs"), _valid(device), bad)
 
 
 def _uniforms(values):
@@ -727,7 +727,7 @@ BAD_RANDOMNESS = [
 def test_sample_rejects_bad_randomness(impl, device, bad):
     """sample needs a torch.Generator on the logits' device or uniforms of shape (batch,) in
     [0, 1) (TypeError for the wrong kind, ValueError for a wrong value, naming the argument)."""
-    assert_rejects(impl.get("sampling.sample"), _valid(device), bad)
+    assert_rejects(impl.get("sample"), _valid(device), bad)
 
 
 @pytest.mark.gpu
@@ -735,7 +735,7 @@ def test_sample_rejects_generator_on_another_device(impl, device):
     """A CPU generator for CUDA logits is rejected (ValueError naming ``generator``), state unchanged."""
     gen = torch.Generator(device="cpu").manual_seed(1)
     bad = Bad("generator on the CPU", dict(generator=gen), ValueError, ("generator",))
-    assert_rejects(impl.get("sampling.sample"), _valid(device), bad, state=lambda: gen.get_state().tolist())
+    assert_rejects(impl.get("sample"), _valid(device), bad, state=lambda: gen.get_state().tolist())
 
 
 @given(case=sampling_cases(max_batch=2))
@@ -752,11 +752,11 @@ def test_inputs_not_mutated_and_fresh_results(impl, reference, device, case):
                             top_k=list(case.top_k), top_p=list(case.top_p), min_p=list(case.min_p),
                             frequency_penalty=0.5, logit_bias=bias)
     gen = torch.Generator(device=device).manual_seed(case.seed)
-    p1 = impl.get("sampling.sampling_probs")(x, params, output_tokens=tokens)
-    impl.get("sampling.sample")(x, params, gen, output_tokens=tokens)
+    p1 = impl.get("sampling_probs")(x, params, output_tokens=tokens)
+    impl.get("sample")(x, params, gen, output_tokens=tokens)
     assert torch.equal(x, copies[0]) and torch.equal(bias, copies[1]), "an input tensor was modified"
     assert all(torch.equal(a, b) for a, b in zip(tokens, copies[2])), "output_tokens was modified"
     y = torch.flip(x, dims=[1])
-    p2 = impl.get("sampling.sampling_probs")(y, params, output_tokens=tokens)
-    ref2 = reference.get("sampling.sampling_probs")(y, params, output_tokens=tokens)
+    p2 = impl.get("sampling_probs")(y, params, output_tokens=tokens)
+    ref2 = reference.get("sampling_probs")(y, params, output_tokens=tokens)
     assert torch.equal(p2 > 0, ref2 > 0) or not torch.equal(p1, p2), "stale result for new logits"

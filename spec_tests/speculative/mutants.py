@@ -4,8 +4,6 @@ generator mutants touch only the path that draws its own uniforms, so only the t
 with a generator (the seeded-draw pin and the chi-square tests) can see them."""
 from conformance.mutants import Patch
 
-REF = "reference/speculative.py"
-OPT = "optimized/speculative.py"
 BONUS = "    return n, _draw(p[n], v)\n"
 DRAW = "    u = a.uniforms if a.uniforms is not None else draw(generator, a.batch, a.gamma, target_probs.device)\n"
 
@@ -13,98 +11,98 @@ MUTANTS = [
     Patch("recovered_from_p",
           "After a rejection the token is drawn from the target p instead of the residual "
           "max(p - q, 0): the rejected draft's mass is counted twice.",
-          REF, "            residual = (p[i] - qrow).clamp(min=0)\n",
+          "            residual = (p[i] - qrow).clamp(min=0)\n",
           "            residual = p[i].clone()\n"),
     Patch("recovered_from_q",
           "After a rejection the token is drawn from the draft q instead of the residual.",
-          REF, "            residual = (p[i] - qrow).clamp(min=0)\n",
+          "            residual = (p[i] - qrow).clamp(min=0)\n",
           "            residual = qrow.clone()\n"),
     Patch("accept_p_ge_q",
           "A draft is accepted iff p(x) >= q(x) (a deterministic threshold) instead of with "
           "probability min(1, p(x) / q(x)).",
-          REF, "            accepted = qi > 0 and u[i] * qi < pi\n",
+          "            accepted = qi > 0 and u[i] * qi < pi\n",
           "            accepted = pi >= qi\n"),
     Patch("bonus_from_q",
           "When every draft is accepted, the bonus token is drawn from the last draft distribution "
           "q instead of the target p at position γ_r.",
-          REF, BONUS, "    return n, _draw(q[n - 1] if q is not None and n else p[n], v)\n"),
+          BONUS, "    return n, _draw(q[n - 1] if q is not None and n else p[n], v)\n"),
     Patch("bonus_skipped",
           "When every draft is accepted no bonus token is emitted (the row emits num_accepted "
           "tokens, PAD where the bonus belongs): lossless, but one token per step is lost.",
-          REF, BONUS, "    return n, PAD\n"),
+          BONUS, "    return n, PAD\n"),
     Patch("one_uniform_all_positions",
           "Every position's acceptance test uses the row's first uniform u_0: acceptances become "
           "perfectly correlated.",
-          REF, "            accepted = qi > 0 and u[i] * qi < pi\n",
+          "            accepted = qi > 0 and u[i] * qi < pi\n",
           "            accepted = qi > 0 and u[0] * qi < pi\n"),
     Patch("uniforms_shared_across_rows",
           "Every row uses row 0's uniforms: rows are no longer independent.",
-          REF, "x, u[r][:n], u[r][a.gamma],\n", "x, u[0][:n], u[0][a.gamma],\n"),
+          "x, u[r][:n], u[r][a.gamma],\n", "x, u[0][:n], u[0][a.gamma],\n"),
     Patch("residual_next_q",
           "The residual after a rejection at position i subtracts q of position i + 1 (an "
           "off-by-one in the draft distributions; the last position keeps its own).",
-          REF, "            qrow = q[i] if q is not None else",
+          "            qrow = q[i] if q is not None else",
           "            qrow = q[min(i + 1, n - 1)] if q is not None else"),
     Patch("greedy_sampled_match",
           "Greedy rows accept a draft iff it equals a token SAMPLED from p_i with the position's "
           "uniform, instead of the argmax of p_i.",
-          REF, "            accepted = x[i] == int(p[i].argmax())\n",
+          "            accepted = x[i] == int(p[i].argmax())\n",
           "            accepted = x[i] == _draw(p[i], u[i])\n"),
     Patch("zero_uniform_accepts",
           "Acceptance by u * q(x) <= p(x) instead of <: a uniform of exactly 0 accepts a draft of "
           "target probability 0.",
-          REF, "            accepted = qi > 0 and u[i] * qi < pi\n",
+          "            accepted = qi > 0 and u[i] * qi < pi\n",
           "            accepted = qi > 0 and u[i] * qi <= pi\n"),
     Patch("q_zero_accepts",
           "No q(x) > 0 guard: a draft its own distribution gives probability 0 is accepted "
           "whenever p(x) > 0 (u * 0 < p).",
-          REF, "            accepted = qi > 0 and u[i] * qi < pi\n",
+          "            accepted = qi > 0 and u[i] * qi < pi\n",
           "            accepted = u[i] * qi < pi\n"),
     Patch("empty_residual_unhandled",
           "No fallback for a residual with no positive entry (reachable only through rounding): "
           "the inverse CDF of all zeros returns the last token, whatever its probability.",
-          REF, "            if not bool((residual > 0).any()):   # only through rounding (module doc)\n"
+          "            if not bool((residual > 0).any()):   # only through rounding (module doc)\n"
                "                residual = p[i]\n", ""),
     Patch("draft_lens_ignored",
           "Per-row γ ignored: every row is verified over the padded width γ, reading the padding "
           "(garbage tokens and probabilities) as drafts.",
-          REF, "        n = lens[r]\n", "        n = a.gamma\n"),
+          "        n = lens[r]\n", "        n = a.gamma\n"),
     Patch("generator_float32",
           "The generator path draws float32 uniforms (then widened): other values, another "
           "generator state than the contract's torch.rand(batch, γ + 1, dtype=float64).",
-          REF, "    return torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64, device=device)\n",
+          "    return torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64, device=device)\n",
           "    return torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float32, device=device).double()\n"),
     Patch("generator_one_uniform_per_row",
           "The generator path draws ONE uniform per row and uses it for every acceptance test and "
           "the final draw; the explicit-uniforms path is right. Only tests that verify with a "
           "generator can see it.",
-          REF, DRAW,
+          DRAW,
           "    u = a.uniforms if a.uniforms is not None else draw(generator, a.batch, 0, target_probs.device).expand(\n"
           "        a.batch, a.gamma + 1)\n"),
     Patch("accepts_counted_not_run",
           "The optimized verifier counts every accepted draft (accept.sum) instead of the leading "
           "run of accepts: a draft accepted after a rejection is emitted too.",
-          OPT, "        k = accept.to(torch.int64).cumprod(dim=1).sum(dim=1)\n",
-          "        k = accept.to(torch.int64).sum(dim=1)\n"),
+          "        k = accept.to(torch.int64).cumprod(dim=1).sum(dim=1)\n",
+          "        k = accept.to(torch.int64).sum(dim=1)\n", module="optimized"),
 Patch("generator_drawn_with_uniforms",
           "The generator is consumed even when explicit uniforms are given (the draw happens first, "
           "then the uniforms win): the caller's generator advances for nothing.",
-          REF, DRAW,
+          DRAW,
           "    drawn = None if generator is None else draw(generator, a.batch, a.gamma, target_probs.device)\n"
           "    u = a.uniforms if a.uniforms is not None else drawn\n"),
     Patch("global_rng_draw",
           "The generator path draws from the global RNG (torch.rand without generator=): other "
           "values than the caller's generator, and torch.manual_seed's stream advances.",
-          REF, "    return torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64, device=device)\n",
+          "    return torch.rand(batch, gamma + 1, generator=generator, dtype=torch.float64, device=device)\n",
           "    generator.manual_seed(generator.initial_seed())\n"
           "    return torch.rand(batch, gamma + 1, dtype=torch.float64, device=device)\n"),
     Patch("greedy_rows_skip_draft_validation",
           "draft_probs is validated only when some row samples: an all-greedy batch accepts NaN "
           "draft probabilities.",
-          REF, "    if q is not None:\n        report_bad_distributions(\"draft_probs\"",
+          "    if q is not None:\n        report_bad_distributions(\"draft_probs\"",
           "    if q is not None and not bool(a.greedy.all()):\n        report_bad_distributions(\"draft_probs\""),
     Patch("sum_tolerance_loose",
           "One loose total tolerance (1e-2) for every dtype: a float32 or float64 target that sums "
           "to 1.005 passes validation.",
-          REF, "    tol = SUM_TOLERANCE[dtype]\n", "    tol = 1e-2\n"),
+          "    tol = SUM_TOLERANCE[dtype]\n", "    tol = 1e-2\n"),
 ]

@@ -48,7 +48,7 @@ def _assert_lossless(impl, case: TreeCase, device):
     rule = rule_distribution(case)
     assert lossless_violation(case, rule) is None, "the oracle's own rule is not lossless (a bug of the oracle)"
     kw = _all_points(case, cl, device)
-    got = read_result(impl.get("speculative.verify")(**kw), kw, case.vocab)
+    got = read_result(impl.get("verify")(**kw), kw, case.vocab)
     n = len(cl)
     mid, low, high = got[:n], got[n:2 * n], got[2 * n:]
     induced: dict[tuple, Fraction] = {}
@@ -85,15 +85,15 @@ def _assert_lossless(impl, case: TreeCase, device):
 
 # Corner cases every run: q == p (residual all zero, acceptance certain), disjoint supports,
 # q > 0 where p = 0 (with p > 0 where q = 0), drafts without probabilities, padding.
-@example(case=TreeCase(vocab=3, gamma=2, den=4, p_table=((1, 2, 1), (0, 3, 1)), q_mode="equal", p_key=1)).via("mutant:speculative.bonus_from_q")
+@example(case=TreeCase(vocab=3, gamma=2, den=4, p_table=((1, 2, 1), (0, 3, 1)), q_mode="equal", p_key=1)).via("mutant:bonus_from_q")
 @example(case=TreeCase(vocab=4, gamma=2, den=8, p_table=((4, 4, 0, 0), (8, 0, 0, 0)), q_mode="disjoint",
-                       q_table=((0, 0, 3, 5),), p_key=3)).via("mutant:speculative.recovered_from_q")
+                       q_table=((0, 0, 3, 5),), p_key=3)).via("mutant:recovered_from_q")
 @example(case=TreeCase(vocab=3, gamma=3, den=8, p_table=((0, 4, 4), (2, 0, 6)), q_mode="table",
-                       q_table=((4, 4, 0), (1, 2, 5)), p_key=2, q_key=5, pad=1)).via("mutant:speculative.residual_next_q")
+                       q_table=((4, 4, 0), (1, 2, 5)), p_key=2, q_key=5, pad=1)).via("mutant:residual_next_q")
 @example(case=TreeCase(vocab=4, gamma=3, den=8, p_table=((1, 3, 4, 0), (0, 0, 2, 6), (8, 0, 0, 0)), q_mode="none",
-                       drafts=(2, 0, 3), p_key=1, q_key=2)).via("mutant:speculative.recovered_from_p")
+                       drafts=(2, 0, 3), p_key=1, q_key=2)).via("mutant:recovered_from_p")
 @example(case=TreeCase(vocab=2, gamma=3, den=1024, p_table=((1000, 24), (3, 1021)), q_mode="mixture",
-                       q_table=((0, 1024),), p_key=7)).via("mutant:speculative.one_uniform_all_positions")
+                       q_table=((0, 1024),), p_key=7)).via("mutant:one_uniform_all_positions")
 @given(case=tree_cases())
 def test_lossless_by_exact_enumeration(impl, device, case):
     """For every draft sequence x ~ q and every cell of the uniforms (accept k drafts, reject the
@@ -139,7 +139,7 @@ def test_generator_draws_chi_square(impl, device, name):
     if kw.get("draft_lens") is not None:
         kw["draft_lens"] = [case.gamma] * N_ROWS
     gen = torch.Generator(device=device).manual_seed(7)
-    got = read_result(impl.get("speculative.verify")(**kw, generator=gen), kw, case.vocab)
+    got = read_result(impl.get("verify")(**kw, generator=gen), kw, case.vocab)
     rule = rule_distribution(case)
     counts: dict[tuple, int] = {}
     for e in got:

@@ -29,7 +29,7 @@ def _t(values, dtype=torch.float64):
 
 
 def _call(impl, kw: dict):
-    return impl.get("speculative.verify")(**kw)
+    return impl.get("verify")(**kw)
 
 
 def _same(a, b, kw, vocab, what):
@@ -118,9 +118,9 @@ def test_pinned_rule(impl, device, name):
 
 
 # ----------------------------------------------------------------------------- differential
-@example(case=BatchCase(6, 4, 40, "float32", 1, noise=0.0, lens=(4, 0, 2, 4, 1, 3), garbage=True)).via("mutant:speculative.uniforms_shared_across_rows")
-@example(case=BatchCase(5, 3, 7, "bfloat16", 2, noise=0.3, greedy=(True, False, True, False, False), edges=True)).via("mutant:speculative.greedy_sampled_match")
-@example(case=BatchCase(4, 5, 1, "float16", 3, no_q=True)).via("mutant:speculative.bonus_skipped")
+@example(case=BatchCase(6, 4, 40, "float32", 1, noise=0.0, lens=(4, 0, 2, 4, 1, 3), garbage=True)).via("mutant:uniforms_shared_across_rows")
+@example(case=BatchCase(5, 3, 7, "bfloat16", 2, noise=0.3, greedy=(True, False, True, False, False), edges=True)).via("mutant:greedy_sampled_match")
+@example(case=BatchCase(4, 5, 1, "float16", 3, no_q=True)).via("mutant:bonus_skipped")
 @given(case=batch_cases())
 def test_matches_reference(impl, reference, device, case):
     """Generated float batches (every dtype, per-row γ with garbage in the padding, greedy rows,
@@ -250,7 +250,7 @@ SEEDED = {
 
 
 def _assert_seeded_draw_pinned(impl, kw, vocab, seed, device):
-    verify = impl.get("speculative.verify")
+    verify = impl.get("verify")
     b, g = kw["draft_tokens"].shape
     base = {k: v for k, v in kw.items() if k != "uniforms"}
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -287,7 +287,7 @@ def test_uniforms_win_and_no_other_randomness_is_used(impl, device):
     on the CPU and on the probabilities' device) is never touched."""
     case = SEEDED["mixed rows"]
     kw = case.tensors(device)
-    verify = impl.get("speculative.verify")
+    verify = impl.get("verify")
     base = {k: v for k, v in kw.items() if k not in ("uniforms", "generator")}
     u = torch.rand(*kw["draft_tokens"].shape[:1], kw["draft_tokens"].shape[1] + 1,
                    generator=generator(3), dtype=torch.float64).to(device)
@@ -311,7 +311,7 @@ def test_greedy_rows_still_validate_draft_probs(impl, device):
     kw = _valid(device)
     bad = Bad("draft_probs NaN on a greedy row", set_entry("draft_probs", (0, 1, 3), math.nan), ValueError,
               ("draft_probs",))
-    assert_rejects(impl.get("speculative.verify"), {**kw, "greedy": True, "uniforms": torch.full(
+    assert_rejects(impl.get("verify"), {**kw, "greedy": True, "uniforms": torch.full(
         (2, 3), 0.5, dtype=torch.float64, device=device)}, bad)
 
 
@@ -322,7 +322,7 @@ def test_sum_tolerance_edge(impl, device, dtype):
     ``target_probs`` and its [row, position])."""
     d = DTYPES[dtype]
     tol = SUM_TOLERANCE[d]
-    verify = impl.get("speculative.verify")
+    verify = impl.get("verify")
     u = torch.full((1, 2), 0.5, dtype=torch.float64, device=device)
 
     def call(excess: float):
@@ -348,14 +348,14 @@ def test_rejects_vocab_zero(impl, device):
               draft_tokens=torch.zeros(1, 1, dtype=torch.int64, device=device),
               uniforms=torch.full((1, 2), 0.5, dtype=torch.float64, device=device))
     with pytest.raises(ValueError, match=r"\btarget_probs\b|\bvocab"):
-        impl.get("speculative.verify")(**kw)
+        impl.get("verify")(**kw)
 
 
 # ----------------------------------------------------------------------------- empty, state
 @pytest.mark.parametrize("gamma", [0, 3])
 def test_empty_batch(impl, device, gamma):
     """batch 0 is legal: tokens (0, γ + 1), num_accepted (0,), both int64; nothing is drawn."""
-    verify = impl.get("speculative.verify")
+    verify = impl.get("verify")
     gen = torch.Generator(device=device).manual_seed(3)
     before = gen.get_state()
     kw = dict(target_probs=torch.zeros(0, gamma + 1, 5, device=device), draft_probs=torch.zeros(0, gamma, 5, device=device),
@@ -450,7 +450,7 @@ def test_rejects_bad_input(impl, device, bad):
     """A clear ValueError/TypeError naming the argument (and the [row, position] for values); the
     inputs and the generator's state are unchanged (nothing is drawn by a rejected call)."""
     gen = torch.Generator(device=device).manual_seed(7)
-    assert_rejects(impl.get("speculative.verify"), _valid(device, gen), bad, state=lambda: gen.get_state().tolist())
+    assert_rejects(impl.get("verify"), _valid(device, gen), bad, state=lambda: gen.get_state().tolist())
 
 
 BAD_RANDOMNESS = [
@@ -472,7 +472,7 @@ BAD_RANDOMNESS = [
 def test_rejects_bad_randomness(impl, device, bad):
     """verify needs a torch.Generator on the probabilities' device or uniforms of shape
     (batch, γ + 1) in [0, 1) (TypeError for the wrong kind, ValueError for a wrong value)."""
-    assert_rejects(impl.get("speculative.verify"), _valid(device), bad)
+    assert_rejects(impl.get("verify"), _valid(device), bad)
 
 
 @pytest.mark.gpu
@@ -480,4 +480,4 @@ def test_rejects_generator_on_another_device(impl, device):
     """A CPU generator for CUDA probabilities is rejected (ValueError naming ``generator``)."""
     gen = torch.Generator(device="cpu").manual_seed(1)
     bad = Bad("generator on the CPU", dict(generator=gen), ValueError, ("generator",))
-    assert_rejects(impl.get("speculative.verify"), _valid(device), bad, state=lambda: gen.get_state().tolist())
+    assert_rejects(impl.get("verify"), _valid(device), bad, state=lambda: gen.get_state().tolist())

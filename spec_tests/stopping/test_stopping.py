@@ -92,8 +92,8 @@ def oracle_run(case: StopCase) -> Run:
 
 def drive(impl, case: StopCase, vocab=None) -> Run:
     """Feed ``case.tokens`` to the implementation until it finishes."""
-    params = case.params(impl.get("stopping.StopParams"))
-    checker = impl.get("stopping.StopChecker")(params, case.vocab if vocab is None else vocab)
+    params = case.params(impl.get("StopParams"))
+    checker = impl.get("StopChecker")(params, case.vocab if vocab is None else vocab)
     steps, texts = [], []
     for tok in case.tokens:
         s = checker.append(tok)
@@ -135,20 +135,20 @@ HELD_ACROSS = StopCase(vocab=(b"xa", b"b", b"d"), tokens=(0, 1, 2), stop=("abc",
 TWENTY = StopCase(vocab=(b"a",), tokens=(0,) * 20, max_tokens=20)  # default_max_tokens_16 (max_tokens omitted)
 
 
-@example(case=EOS_AND_STOP_ID).via("mutant:stopping.stop_ids_before_eos")
-@example(case=IGNORED_EOS_STOP_ID).via("mutant:stopping.ignore_eos_skips_stop_ids")
-@example(case=MATCH_AT_START).via("mutant:stopping.match_at_start_missed")
-@example(case=MIN_EQ_MAX).via("mutant:stopping.min_tokens_off_by_one mutant:stopping.max_tokens_one_late")
-@example(case=MAX_ONE).via("mutant:stopping.max_tokens_one_late")
-@example(case=HELD_ACROSS).via("mutant:stopping.leaks_partial_stop mutant:stopping.holds_fixed_window")
-@example(case=SPANNING).via("mutant:stopping.missed_across_boundary")
-@example(case=SPLIT_EURO).via("mutant:stopping.no_pending_utf8")
-@example(case=EOS_IN_MIN).via("mutant:stopping.eos_ignores_min_tokens mutant:stopping.min_tokens_off_by_one")
-@example(case=INCLUDE).via("mutant:stopping.include_flag_ignored mutant:stopping.holds_back_when_included")
-@example(case=EXCLUDE_TAIL).via("mutant:stopping.endswith_only mutant:stopping.includes_excluded_stop")
-@example(case=PARTIAL_THEN_MISS).via("mutant:stopping.holds_fixed_window mutant:stopping.leaks_partial_stop")
-@example(case=LENGTH_VS_STOP).via("mutant:stopping.length_beats_stop")
-@example(case=EARLIEST_END).via("mutant:stopping.first_in_list_order mutant:stopping.tie_prefers_shortest")
+@example(case=EOS_AND_STOP_ID).via("mutant:stop_ids_before_eos")
+@example(case=IGNORED_EOS_STOP_ID).via("mutant:ignore_eos_skips_stop_ids")
+@example(case=MATCH_AT_START).via("mutant:match_at_start_missed")
+@example(case=MIN_EQ_MAX).via("mutant:min_tokens_off_by_one mutant:max_tokens_one_late")
+@example(case=MAX_ONE).via("mutant:max_tokens_one_late")
+@example(case=HELD_ACROSS).via("mutant:leaks_partial_stop mutant:holds_fixed_window")
+@example(case=SPANNING).via("mutant:missed_across_boundary")
+@example(case=SPLIT_EURO).via("mutant:no_pending_utf8")
+@example(case=EOS_IN_MIN).via("mutant:eos_ignores_min_tokens mutant:min_tokens_off_by_one")
+@example(case=INCLUDE).via("mutant:include_flag_ignored mutant:holds_back_when_included")
+@example(case=EXCLUDE_TAIL).via("mutant:endswith_only mutant:includes_excluded_stop")
+@example(case=PARTIAL_THEN_MISS).via("mutant:holds_fixed_window mutant:leaks_partial_stop")
+@example(case=LENGTH_VS_STOP).via("mutant:length_beats_stop")
+@example(case=EARLIEST_END).via("mutant:first_in_list_order mutant:tie_prefers_shortest")
 @given(case=stop_cases())
 def test_matches_naive_oracle(impl, case):
     """Every step (emitted piece, finished, reason), the text after every step, finish_reason,
@@ -162,14 +162,14 @@ def test_same_decisions_as_reference(impl, reference, case):
     _assert_same(drive(impl, case), drive(reference, case), case, what="reference")
 
 
-@example(case=HELD_ACROSS).via("mutant:stopping.leaks_partial_stop")
-@example(case=PARTIAL_THEN_MISS).via("mutant:stopping.leaks_partial_stop")
+@example(case=HELD_ACROSS).via("mutant:leaks_partial_stop")
+@example(case=PARTIAL_THEN_MISS).via("mutant:leaks_partial_stop")
 @given(case=stop_cases())
 def test_stream_is_safe_and_complete(impl, case):
     """The emitted pieces concatenate to a prefix of the text at every step and to the final text
     at the end; nothing emitted can still become the start of a stop string (strings excluded)."""
-    params = case.params(impl.get("stopping.StopParams"))
-    checker = impl.get("stopping.StopChecker")(params, case.vocab)
+    params = case.params(impl.get("StopParams"))
+    checker = impl.get("StopChecker")(params, case.vocab)
     shown = ""
     for tok in case.tokens:
         step = checker.append(tok)
@@ -186,8 +186,8 @@ def test_stream_is_safe_and_complete(impl, case):
                                   f"the stop string {leak[0]!r}\n  {case!r}")
 
 
-@example(case=SPANNING).via("mutant:stopping.endswith_only")
-@example(case=EXCLUDE_TAIL).via("mutant:stopping.endswith_only mutant:stopping.match_at_start_missed")
+@example(case=SPANNING).via("mutant:endswith_only")
+@example(case=EXCLUDE_TAIL).via("mutant:endswith_only mutant:match_at_start_missed")
 @given(case=stop_cases(special=False))
 def test_decision_independent_of_tokenization(impl, case):
     """Metamorphic: with only stop strings deciding, feeding the same bytes one byte per token
@@ -202,7 +202,7 @@ def test_decision_independent_of_tokenization(impl, case):
 
 def test_course_examples(impl):
     """Readable instances of the contract (docs/stopping.md walks through them)."""
-    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+    P, C = impl.get("StopParams"), impl.get("StopChecker")
     vocab = {0: b"Hel", 1: b"lo wor", 2: b"ld", 3: b"</s>"}
     c = C(P(stop=["llo w"]), vocab)
     steps = [tuple(c.append(t)) for t in (0, 1)]
@@ -226,7 +226,7 @@ def test_overlapping_occurrence_after_min_tokens(impl):
     """An occurrence that overlaps an older one (complete at a token <= min_tokens, so it does
     not count) still stops when it ends in a later token: occurrences are searched overlapping.
     Mutant: non_overlapping_search."""
-    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+    P, C = impl.get("StopParams"), impl.get("StopChecker")
     for stop, first, second, final in (("aa", b"aa", b"a", "a"), ("aba", b"aba", b"ba", "ab")):
         c = C(P(min_tokens=1, stop=stop), {0: first, 1: second})
         c.append(0)
@@ -240,7 +240,7 @@ def test_length_finish_drops_the_pending_tail(impl):
     dropped, never turned into U+FFFD -- also at a length finish, where the last token itself
     leaves the tail pending ("a", then the first two bytes of the three-byte euro sign). Mutant:
     pending_replaced_at_length."""
-    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+    P, C = impl.get("StopParams"), impl.get("StopChecker")
     for stop in ((), ("zz",)):
         c = C(P(max_tokens=2, stop=stop), {0: b"a", 1: "\u20ac".encode()[:2]})
         c.append(0)
@@ -255,21 +255,21 @@ PARAMS_DEFAULTS = dict(max_tokens=None, min_tokens=0, eos_token_id=None, ignore_
                        stop_token_ids=(), stop=(), include_stop_str_in_output=False)
 
 
-@example(case=TWENTY, omit=frozenset({"max_tokens"})).via("mutant:stopping.default_max_tokens_16")
-@example(case=EOS_IN_MIN, omit=frozenset({"ignore_eos"})).via("mutant:stopping.ignore_eos_default_true")
+@example(case=TWENTY, omit=frozenset({"max_tokens"})).via("mutant:default_max_tokens_16")
+@example(case=EOS_IN_MIN, omit=frozenset({"ignore_eos"})).via("mutant:ignore_eos_default_true")
 @given(case=stop_cases(), omit=st.frozensets(st.sampled_from(sorted(PARAMS_DEFAULTS)), min_size=1))
 def test_omitted_arguments_mean_the_defaults(impl, case, omit):
     """StopParams with some arguments omitted behaves, step by step, as the oracle with those
     arguments at their documented defaults, and holds the defaults as its fields. Mutants:
     default_max_tokens_16, ignore_eos_default_true."""
-    P = impl.get("stopping.StopParams")
+    P = impl.get("StopParams")
     defaulted = replace(case, **{k: PARAMS_DEFAULTS[k] for k in omit})
     params = P(**{k: getattr(case, k) for k in PARAMS_DEFAULTS if k not in omit})
     for k in omit:
         got = getattr(params, k)
         assert got == PARAMS_DEFAULTS[k] and type(got) is type(PARAMS_DEFAULTS[k]), (
             f"StopParams without {k} holds {k}={got!r}, documented default {PARAMS_DEFAULTS[k]!r}")
-    checker = impl.get("stopping.StopChecker")(params, case.vocab)
+    checker = impl.get("StopChecker")(params, case.vocab)
     steps = []
     for tok in case.tokens:
         step = checker.append(tok)
@@ -284,7 +284,7 @@ def test_omitted_arguments_mean_the_defaults(impl, case, omit):
 def test_no_limit_by_default(impl):
     """StopParams() stops on nothing: 2,000 tokens stream through unchanged, nothing held back
     (there is no stop string), never finished. Mutant: default_max_tokens_16."""
-    checker = impl.get("stopping.StopChecker")(impl.get("stopping.StopParams")(), [b"ab", b"\xe2\x82\xac"])
+    checker = impl.get("StopChecker")(impl.get("StopParams")(), [b"ab", b"\xe2\x82\xac"])
     shown = []
     for i in range(2000):
         step = checker.append(i % 2)
@@ -302,8 +302,8 @@ class StopMachine(RuleBasedStateMachine):
     @initialize(case=stop_cases())
     def start(self, case):
         self.case = case
-        self.a = self.impl.get("stopping.StopChecker")(case.params(self.impl.get("stopping.StopParams")), case.vocab)
-        self.b = self.ref.get("stopping.StopChecker")(case.params(self.ref.get("stopping.StopParams")), case.vocab)
+        self.a = self.impl.get("StopChecker")(case.params(self.impl.get("StopParams")), case.vocab)
+        self.b = self.ref.get("StopChecker")(case.params(self.ref.get("StopParams")), case.vocab)
         self.shown = ""
 
     def _state(self, c):
@@ -391,7 +391,7 @@ PARAMS_BAD = [
 @bad_cases(PARAMS_BAD)
 def test_params_reject_bad_input(impl, bad):
     """StopParams: ValueError for an illegal value, TypeError for the wrong kind, naming the argument."""
-    assert_rejects(impl.get("stopping.StopParams"), PARAMS_VALID, bad)
+    assert_rejects(impl.get("StopParams"), PARAMS_VALID, bad)
 
 
 CHECKER_VALID = dict(vocab=[b"a", b"b", b"<e>"], eos_token_id=2, stop_token_ids=(1,), stop=("ab",))
@@ -414,7 +414,7 @@ CHECKER_BAD = [
 def test_checker_rejects_bad_input(impl, bad):
     """StopChecker(params, vocab): TypeError naming ``vocab``/``params`` for the wrong kind,
     ValueError naming ``eos_token_id``/``stop_token_ids`` for ids not in the vocab."""
-    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+    P, C = impl.get("StopParams"), impl.get("StopChecker")
 
     build = object()
 
@@ -451,7 +451,7 @@ def test_append_rejects_bad_input(impl, bad):
     """append(token_id) mid-generation: ValueError for an id not in the vocab, TypeError for a
     non-int, naming ``token_id``; the checker is unchanged, so the run continues as if the bad
     call never happened."""
-    c = impl.get("stopping.StopChecker")(impl.get("stopping.StopParams")(stop=("abc",)), MID_VOCAB)
+    c = impl.get("StopChecker")(impl.get("StopParams")(stop=("abc",)), MID_VOCAB)
     assert [tuple(c.append(t)) for t in (0, 1, 2)] == [("", False, None), ("", False, None), ("", False, None)]
     assert_rejects(c.append, dict(token_id=0), bad, state=lambda: _state(c))
     assert tuple(c.append(3)) == ("ab\u20ac", False, None)
@@ -467,9 +467,9 @@ FINISHED_BAD = [
 @pytest.mark.parametrize("ending", ["stop", "length"])
 def test_append_after_finishing_rejected(impl, bad, ending):
     """Any append after generation finished raises ValueError saying so; the final state stays."""
-    P = impl.get("stopping.StopParams")
+    P = impl.get("StopParams")
     params = P(stop=("b",)) if ending == "stop" else P(max_tokens=2)
-    c = impl.get("stopping.StopChecker")(params, MID_VOCAB)
+    c = impl.get("StopChecker")(params, MID_VOCAB)
     for t in (0, 1):
         step = c.append(t)
     assert step.finished and c.finish_reason == ending
@@ -481,7 +481,7 @@ def test_bad_appends_change_nothing(impl, case, data):
     """The bad appends of the table, interleaved at random points of a random generation (and
     one just past its vocabulary): each is rejected and leaves the checker as it was, so the run
     equals the clean run; appending after finishing is rejected too."""
-    P, C = impl.get("stopping.StopParams"), impl.get("stopping.StopChecker")
+    P, C = impl.get("StopParams"), impl.get("StopChecker")
     vocab = {i: b for i, b in enumerate(case.vocab)}
     frozen = dict(vocab)
     checker = C(case.params(P), vocab)

@@ -31,12 +31,12 @@ def test_load_module_file_and_package(tmp_path):
     f = tmp_path / "flat.py"
     f.write_text("def kv_cache_bytes(**kw):\n    return 7\n")
     flat = load_implementation(str(f))
-    assert flat.name == "flat" and flat.get("kv_bytes.kv_cache_bytes")() == 7
+    assert flat.name == "flat" and flat.of("kv_bytes").get("kv_cache_bytes")() == 7
     pkg = tmp_path / "pkg"
     (pkg / "kv_bytes").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "kv_bytes" / "__init__.py").write_text("def kv_cache_bytes(**kw):\n    return 9\n")
-    assert load_implementation(str(pkg)).get("kv_bytes.kv_cache_bytes")() == 9
+    assert load_implementation(str(pkg)).of("kv_bytes").get("kv_cache_bytes")() == 9
 
 
 def test_resolution_prefers_the_submodule(tmp_path):
@@ -49,8 +49,8 @@ def test_resolution_prefers_the_submodule(tmp_path):
             return "flat"
     """))
     impl = load_implementation(str(f))
-    assert impl.get("attention.attention")() == "namespaced"
-    assert impl.get("kv_bytes.kv_cache_bytes")() == "flat"
+    assert impl.of("attention").get("attention")() == "namespaced"
+    assert impl.of("kv_bytes").get("kv_cache_bytes")() == "flat"
     assert impl.missing("sampling.sample", "kv_bytes.kv_cache_bytes") == ["sampling.sample"]
 
 
@@ -78,11 +78,11 @@ def test_stub_raising_not_implemented_is_a_skip_but_deeper_errors_are_not(tmp_pa
     """))
     impl = load_implementation(str(f))
     with pytest.raises(NotImplementedInImpl, match="not implemented: kv_bytes.kv_cache_bytes"):
-        impl.get("kv_bytes.kv_cache_bytes")()
+        impl.of("kv_bytes").get("kv_cache_bytes")()
     with pytest.raises(NotImplementedError, match="deeper down"):
-        impl.get("attention.attention")()
+        impl.of("attention").get("attention")()
     with pytest.raises(NotImplementedInImpl, match="KVCache.__init__"):
-        impl.get("kv_bytes.KVCache")()
+        impl.of("kv_bytes").get("KVCache")()
 
 
 # --- the tolerance rule ----------------------------------------------------------------------

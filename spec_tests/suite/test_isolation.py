@@ -255,7 +255,7 @@ def test_global_state_of_a_call_stays_in_its_worker_but_the_rng_is_synchronised(
     original, ok = reference.attention.attention, conformance.report.Results.ok
     q = torch.ones(2)
     torch.manual_seed(123)
-    got = mechanics.get("attention.attention")(q, q, q)
+    got = mechanics.of("attention").get("attention")(q, q, q)
     after = torch.random.get_rng_state()
     torch.manual_seed(123)
     want = torch.rand(3)
@@ -270,7 +270,7 @@ def test_generators_callbacks_objects_and_exceptions_cross_the_boundary(mechanic
     logits = torch.randn(3, 7)
     g = torch.Generator().manual_seed(5)
     mine = torch.Generator().manual_seed(5)
-    assert torch.equal(mechanics.get("sampling.sample")(logits, None, g),
+    assert torch.equal(mechanics.of("sampling").get("sample")(logits, None, g),
                        torch.multinomial(torch.softmax(logits, -1), 2, generator=mine))
     assert torch.equal(g.get_state(), mine.get_state()), "the caller's generator must advance"
     seen = []
@@ -281,25 +281,25 @@ def test_generators_callbacks_objects_and_exceptions_cross_the_boundary(mechanic
 
     model = torch.nn.Linear(4, 5)
     x = torch.randn(2, 4)
-    tokens, back = mechanics.get("generate.generate")(model, x, 1, sample_fn=sample_fn, generator=g)
+    tokens, back = mechanics.of("generate").get("generate")(model, x, 1, sample_fn=sample_fn, generator=g)
     assert torch.equal(tokens, model(x).argmax(-1)) and seen == [g] and back is g
-    checker = mechanics.get("stopping.StopChecker")(None, {0: "a", 1: "b"})
+    checker = mechanics.of("stopping").get("StopChecker")(None, {0: "a", 1: "b"})
     assert checker.append(0) is checker and checker.append(1).text == "ab"
     with pytest.raises(ValueError, match="token_id 7") as info:
         checker.append(7)
     assert type(info.value).__name__ == "MyError"
     assert getattr(checker, "nope", "default") == "default"
     with pytest.raises(AttributeError, match="private"):
-        mechanics.get("metrics.summarize")(lambda: 0)
+        mechanics.of("metrics").get("summarize")(lambda: 0)
     with pytest.raises(NotImplementedInImpl, match="stubbed"):
-        mechanics.get("metrics.request_metrics")(0.0, [1.0])
+        mechanics.of("metrics").get("request_metrics")(0.0, [1.0])
 
 
 def test_autograd_runs_through_the_boundary(mechanics):
     q = torch.randn(3, 4, requires_grad=True)
     k = torch.randn(3, 4, requires_grad=True)
     cu = torch.tensor([0, 3])
-    out, cu_back = mechanics.get("flash_attention.attention_varlen")(q, k, None, cu, cu)
+    out, cu_back = mechanics.of("flash_attention").get("attention_varlen")(q, k, None, cu, cu)
     assert cu_back is cu, "a tensor returned as is must be the caller's own"
     out.sum().backward()
     assert torch.allclose(q.grad, k.detach()) and torch.allclose(k.grad, q.detach())
@@ -314,7 +314,7 @@ def test_memory_limit_is_a_clear_verdict(tmp_path):
     path = tmp_path / "greedy.py"
     path.write_text(KV.replace("    size = ", "    torch.empty(8 << 30, dtype=torch.uint8).fill_(1)\n    size = "))
     impl = load_implementation(str(path), options=Options(memory_gb=limit))
-    f = impl.get("kv_bytes.kv_cache_bytes")
+    f = impl.of("kv_bytes").get("kv_cache_bytes")
     try:
         for _ in range(2):
             with pytest.raises(SubmissionDied) as info:

@@ -1,9 +1,9 @@
 """Every pinned example pins a bug, and the bug is proven caught by it (issue 9, item 5).
 
 The first test runs in every run: it lists each ``@example`` of a concept's tests that names no
-mutant (``.via("mutant:<concept>.<name>")``), names one that does not exist, or names another
-concept's; an example that pins a legal boundary with no realistic bug says
-``.via("boundary: ...")``. The second proves the labels: for each concept, one pytest run of its
+mutant (``.via("mutant:<name>")``, a mutant of the test's own folder's concept), names one that
+does not exist, or qualifies it (``mutant:<concept>.<name>``); an example that pins a legal
+boundary with no realistic bug says ``.via("boundary: ...")``. The second proves the labels: for each concept, one pytest run of its
 pinned tests with explicit examples only (profile ``pins``: no generated example can be the one
 that catches it) against every mutant the labels name, and each (test, mutant) pair must fail.
 Like the power run, the proof runs under ``ci``/``thorough`` and with ``--run-slow``.
@@ -33,25 +33,32 @@ def test_every_pinned_example_names_the_mutant_it_catches():
 
 
 def test_the_scanner_sees_labels_and_their_absence(tmp_path):
-    """The check itself can fail: an unlabelled example, a label naming a missing mutant, and a
-    stray example(...) call are each reported; a good label is not."""
+    """The check itself can fail: an unlabelled example, a label naming a missing mutant, a
+    qualified label (of the test's own concept or another's) and a stray example(...) call are
+    each reported; a good label, the mutant's bare name, is not, and names its mutant."""
     f = tmp_path / "test_probe.py"
+    first = mutants.table("kv_bytes")[0].name
     f.write_text(
         "from hypothesis import example, given\n"
         "@example(x=1)\n"
-        "@example(x=2).via('mutant:kv_bytes.no_such_mutant')\n"
-        f"@example(x=3).via('mutant:kv_bytes.{mutants.table('kv_bytes')[0].name}')\n"
+        "@example(x=2).via('mutant:no_such_mutant')\n"
+        f"@example(x=3).via('mutant:{first}')\n"
         "@example(x=4).via('boundary: x 4 is the largest')\n"
+        f"@example(x=6).via('mutant:kv_bytes.{first}')\n"
+        f"@example(x=7).via('mutant:paged.{mutants.table('paged')[0].name}')\n"
         "@given()\n"
         "def test_probe(x):\n    pass\n"
         "CASES = [example(x=5)]\n")
     found, stray = pins.scan_file("kv_bytes", f)
-    assert [p.label for p in found] == [None, "mutant:kv_bytes.no_such_mutant",
-                                         f"mutant:kv_bytes.{mutants.table('kv_bytes')[0].name}",
-                                         "boundary: x 4 is the largest"]
+    assert [p.label for p in found] == [None, "mutant:no_such_mutant", f"mutant:{first}",
+                                         "boundary: x 4 is the largest", f"mutant:kv_bytes.{first}",
+                                         f"mutant:paged.{mutants.table('paged')[0].name}"]
+    assert found[2].mutants == (first,) and found[4].mutants == ()
     assert len(stray) == 1
     bad = pins.problems(found, [])
-    assert len(bad) == 2 and "without .via" in bad[0] and "no_such_mutant" in bad[1], bad
+    assert len(bad) == 4, bad
+    assert "without .via" in bad[0] and "no_such_mutant" in bad[1], bad
+    assert f"write 'mutant:{first}'" in bad[2] and "of another concept" in bad[3], bad
 
 
 def _prove(concept: str, tests: dict[tuple[str, str], set[str]], tmp: Path) -> list[str]:

@@ -1,8 +1,11 @@
 """The registry and the pieces of each concept agree, and a disagreement stops the run with a clear
-message: unknown concept ids, contract names outside a concept, missing reference module, docs page
-or mutants, stale generated docs. Also: adding a concept touches exactly its own files."""
+message: unknown concept ids, a concept marker other than the test's folder, missing reference
+module, docs page or mutants, stale generated docs. Also: adding a concept touches exactly its own
+files, and a test knows its concept from its folder (the bound ``impl``, the Patch's default file,
+a bare pin label: test_pins.py)."""
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -12,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from conformance import docs, mutants
-from conformance.registry import CONCEPTS, ROOT, SPEC_DIR, problems
+from conformance.consistency import problems
+from conformance.registry import CONCEPTS, ROOT, SPEC_DIR
 
 pytestmark = pytest.mark.meta
 
@@ -46,9 +50,11 @@ def test_mutant_spec_round_trip():
 
 
 def test_a_stale_patch_is_an_error(tmp_path):
-    stale = mutants.Patch("stale", "text that is not in the file", "reference/kv_bytes.py", "no such text", "x")
+    stale = mutants.Patch("stale", "text that is not in the file", "no such text", "x", file="reference/kv_bytes.py")
     with pytest.raises(AssertionError, match="occurs 0 times"):
         mutants.patched_source(stale)
+    with pytest.raises(AssertionError, match="occurs 0 times in reference/kv_bytes.py"):
+        mutants.patched_source(mutants.with_file(dataclasses.replace(stale, file=None), "kv_bytes"))
 
 
 def _copy_repo(tmp_path: Path) -> Path:
@@ -79,14 +85,14 @@ PROBE_INIT = '''from conformance.registry import ConceptInfo
 CONCEPT = ConceptInfo(title="Probe", lessons=("09.99",), module="9 Probes")
 '''
 PROBE_TEST = '''def test_square(impl):
-    assert impl.get("zz_probe.square")(3.0) == 9.0
+    assert impl.get("square")(3.0) == 9.0
 '''
 PROBE_MUTANTS = '''from conformance.mutants import Patch
 
 MUTANTS = [
-    Patch("plus", "adds", "reference/zz_probe.py", "    return x * x", "    return x + x"),
-    Patch("cube", "cubes", "reference/zz_probe.py", "    return x * x", "    return x * x * x"),
-    Patch("one", "constant", "reference/zz_probe.py", "    return x * x", "    return 1.0"),
+    Patch("plus", "adds", "    return x * x", "    return x + x"),
+    Patch("cube", "cubes", "    return x * x", "    return x * x * x"),
+    Patch("one", "constant", "    return x * x", "    return 1.0"),
 ]
 '''
 
@@ -122,19 +128,134 @@ def test_adding_a_concept_touches_only_its_own_files(tmp_path):
     assert r.returncode == 1 and r.stdout.count("FAILED") >= 3, r.stdout[-3000:]
 
 
-@pytest.mark.parametrize("body,expected", [
-    ('import pytest\n\n@pytest.mark.concept("no_such_concept")\ndef test_x(impl):\n    pass\n',
-     "marked with unknown concept 'no_such_concept'"),
-    ('def test_x(impl):\n    impl.get("kv_bytes.no_such_name")\n',
-     "impl.get('kv_bytes.no_such_name') is not a contract name"),
-    ('def test_x(impl):\n    impl.get("attention.attention")\n',
-     "a test of concept 'kv_bytes' asks the implementation for 'attention.attention'"),
+@pytest.mark.parametrize("folder,marker,expected", [
+    ("suite", "no_such_concept", "marked with unknown concept 'no_such_concept'"),
+    ("kv_bytes", "paged", "lives in spec_tests/kv_bytes/ but is marked concept 'paged'"),
 ])
 @pytest.mark.heavy
-def test_probe_tests_that_disagree_stop_the_run(tmp_path, body, expected):
+def test_probe_tests_that_disagree_stop_the_run(tmp_path, folder, marker, expected):
     repo = _copy_repo(tmp_path)
-    target = repo / "spec_tests" / ("kv_bytes" if "no_such_concept" not in body else "suite") / "test_probe.py"
-    target.write_text(textwrap.dedent(body))
+    target = repo / "spec_tests" / folder / "test_probe.py"
+    target.write_text(f'import pytest\n\n@pytest.mark.concept("{marker}")\ndef test_x(impl):\n    pass\n')
     r = _pytest(repo, str(target.relative_to(repo)))
     assert r.returncode != 0
     assert expected in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
+
+
+# --- a test knows its concept from its folder (issue 21) ---------------------------------------
+def test_a_bound_implementation_takes_bare_names():
+    """``impl.of("kv_bytes")`` (what the impl fixture hands a test in spec_tests/kv_bytes/):
+    bare names of the concept's contract; another concept through ``of``; the harness keeps
+    resolving qualified names; what the tests read of the implementation is the implementation's."""
+    import inspect
+
+    import reference.attention
+    import reference.kv_bytes
+    from conformance.loader import load_implementation
+    ref = load_implementation("reference")
+    kv = ref.of("kv_bytes")
+    assert kv.concept == "kv_bytes" and ref.concept is None
+    assert kv.get("KVCache") is reference.kv_bytes.KVCache
+    assert inspect.unwrap(kv.resolve("kv_cache_bytes")) is reference.kv_bytes.kv_cache_bytes
+    assert kv.provides("KVCache", "kv_cache_bytes") and kv.missing("KVCache") == []
+    assert inspect.unwrap(kv.of("attention").get("attention")) is reference.attention.attention
+    assert kv.of("attention") is ref.of("attention")
+    assert ref.resolve("kv_bytes.KVCache") is kv.get("KVCache")     # the harness's qualified names
+    assert (kv.name, kv.spec, kv.module, kv.submission, kv.isolated) == \
+        (ref.name, ref.spec, ref.module, None, False)
+    assert repr(kv) == repr(ref) == "Implementation('reference')"
+
+
+def test_a_dotted_name_and_a_typo_are_errors_not_skips():
+    """A dotted name says to use ``impl.of``; a name outside the bound concept's contract is a
+    LookupError that names the concept and lists its names (never "not implemented")."""
+    from conformance.loader import NotImplementedInImpl, load_implementation
+    kv = load_implementation("reference").of("kv_bytes")
+    with pytest.raises(LookupError, match=r"impl.of\('attention'\).get\('attention'\)"):
+        kv.get("attention.attention")
+    with pytest.raises(LookupError, match=r"ask impl.get\('KVCache'\)"):
+        kv.get("kv_bytes.KVCache")
+    for method in ("get", "resolve", "provides", "missing"):
+        with pytest.raises(LookupError, match="not a contract name of concept 'kv_bytes'") as info:
+            getattr(kv, method)("KVCahce")
+        assert not isinstance(info.value, NotImplementedInImpl)
+        assert "KVCache" in str(info.value) and "kv_cache_bytes" in str(info.value)
+    with pytest.raises(LookupError, match="unknown concept"):
+        kv.of("kv_byte")
+
+
+def test_an_unbound_implementation_says_to_name_the_concept():
+    """Outside a concept folder (no concept marker) ``impl.get`` refuses and says how to ask."""
+    from conformance.loader import load_implementation
+    ref = load_implementation("reference")
+    with pytest.raises(LookupError, match=r"not bound to a concept.*impl.of\('kv_bytes'\).get\('KVCache'\)"):
+        ref.get("kv_bytes.KVCache")
+    with pytest.raises(LookupError, match=r"impl.of\('<concept>'\).get\('KVCache'\)"):
+        ref.get("KVCache")
+    with pytest.raises(LookupError, match="not bound"):
+        ref.resolve("KVCache")
+
+
+def test_a_missing_name_of_the_bound_concept_is_not_implemented(tmp_path):
+    """A name of the contract that the implementation lacks is "not implemented", told with its
+    qualified name (the report's)."""
+    from conformance.loader import NotImplementedInImpl, load_implementation
+    f = tmp_path / "only_bytes.py"
+    f.write_text("def kv_cache_bytes(**kw):\n    return 7\n")
+    kv = load_implementation(str(f), in_process=True).of("kv_bytes")
+    assert kv.get("kv_cache_bytes")() == 7 and kv.missing("KVCache", "kv_cache_bytes") == ["KVCache"]
+    with pytest.raises(NotImplementedInImpl, match="not implemented: kv_bytes.KVCache"):
+        kv.get("KVCache")
+
+
+def test_the_fixtures_are_bound_to_the_tests_concept(tmp_path):
+    """Run through pytest: a test marked with a concept gets ``impl`` and ``reference`` bound to it
+    (as a test in spec_tests/<concept>/ does), and a misspelled name fails the test loudly when
+    run against the reference; a test with no concept gets the unbound view."""
+    probe = tmp_path / "test_probe.py"
+    probe.write_text(textwrap.dedent('''
+        import inspect
+
+        import pytest
+
+        @pytest.mark.concept("kv_bytes")
+        def test_bound(impl, reference):
+            assert impl.concept == reference.concept == "kv_bytes"
+            assert inspect.unwrap(impl.get("kv_cache_bytes")) is inspect.unwrap(reference.get("kv_cache_bytes"))
+
+        @pytest.mark.concept("kv_bytes")
+        def test_typo(impl):
+            impl.get("kv_cache_byte")
+
+        def test_unbound(impl):
+            assert impl.concept is None
+            with pytest.raises(LookupError, match="impl.of"):
+                impl.get("kv_cache_bytes")
+    '''))
+    r = subprocess.run([sys.executable, "-m", "pytest", str(probe), "-q", "-p", "no:cacheprovider", "--no-report",
+                        "--impl", "reference", "--concept", "kv_bytes,suite", "-rf"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "2 passed" in out and "1 failed" in out, out[-3000:]
+    assert "FAILED" in out and "test_typo" in out and "not a contract name of concept 'kv_bytes'" in out, out[-3000:]
+
+
+def test_a_patch_names_its_file_from_the_concept():
+    """A Patch's file defaults to reference/<concept>.py of its table; ``module="optimized"`` is
+    optimized/<concept>.py; ``file=`` names any other; the old five-argument form is refused."""
+    p = mutants.Patch("p", "doc", "old", "new")
+    assert mutants.with_file(p, "kv_bytes").file == "reference/kv_bytes.py"
+    o = mutants.Patch("o", "doc", "old", "new", module="optimized")
+    assert mutants.with_file(o, "paged").file == "optimized/paged.py"
+    f = mutants.Patch("f", "doc", "old", "new", file="optimized/_scratch.py")
+    assert mutants.with_file(f, "paged").file == "optimized/_scratch.py"
+    with pytest.raises(ValueError, match="module="):
+        mutants.with_file(mutants.Patch("x", "doc", "old", "new", module="optimised"), "paged")
+    with pytest.raises(ValueError, match="not both"):
+        mutants.with_file(mutants.Patch("x", "doc", "old", "new", module="optimized", file="a.py"), "paged")
+    with pytest.raises(TypeError):
+        mutants.Patch("x", "doc", "reference/kv_bytes.py", "old", "new")  # noqa -- the old form
+    with pytest.raises(ValueError, match="which concept"):
+        mutants.patched_source(p)
+    assert {m.file for m in mutants.table("kv_bytes") if isinstance(m, mutants.Patch)} == {"reference/kv_bytes.py"}
+    assert any(m.file == "optimized/paged.py" for m in mutants.table("paged") if isinstance(m, mutants.Patch))

@@ -141,9 +141,9 @@ def test_a_reference_module_imported_by_a_submission_is_not_its_concept(tmp_path
     own, silent, sibling = load("own"), load("silent"), load("sibling")
     import reference.paged
     with pytest.raises(RuntimeError, match="the submission's own BlockAllocator"):
-        own.get("paged.BlockAllocator")(num_blocks=4, block_size=2)
+        own.of("paged").get("BlockAllocator")(num_blocks=4, block_size=2)
     assert silent.resolve("paged.BlockAllocator") is None and silent.resolve("attention.attention") is None
-    found = sibling.get("paged.BlockAllocator")
+    found = sibling.of("paged").get("BlockAllocator")
     assert found is not reference.paged.BlockAllocator and found.mine is True
     for impl in (own, silent, sibling):
         if impl.submission is not None:
@@ -290,14 +290,14 @@ def test_a_reexported_reference_class_lives_in_the_submissions_process(tmp_path)
 
     import reference.model
     impl = load_implementation(str(reexport_file(tmp_path, "model")))
-    config_cls = impl.get("model.ModelConfig")
+    config_cls = impl.of("model").get("ModelConfig")
     assert config_cls is reference.model.ModelConfig
     cfg = config_cls(vocab_size=32, dim=16, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=8)
-    make = impl.get("model.Transformer")
+    make = impl.of("model").get("Transformer")
     src, dst = make(cfg, seed=1), make(cfg, seed=2)
     assert isinstance(dst, Proxy), type(dst)
-    impl.get("model.save_weights")(src, tmp_path / "w.safetensors")
-    assert impl.get("model.load_weights")(dst, tmp_path / "w.safetensors") is dst
+    impl.of("model").get("save_weights")(src, tmp_path / "w.safetensors")
+    assert impl.of("model").get("load_weights")(dst, tmp_path / "w.safetensors") is dst
     want = src.state_dict()
     assert all(torch.equal(t, want[n]) for n, t in dst.state_dict().items()), "load_weights did not reach the model"
     impl.submission.close()
@@ -369,7 +369,7 @@ def test_modules_the_judge_imports_in_a_worker_stay_forbidden(tmp_path):
     x = torch.randn(9, 40)
     impl.call_in_process(under_mode.routes_and_restores, x, torch.randn(24, 40), torch.randn(24))
     with pytest.raises(SubmissionDied, match="forbidden: imports spec_tests.batch_invariant.under_mode"):
-        impl.get("batch_invariant.matmul")(x, x)
+        impl.of("batch_invariant").get("matmul")(x, x)
     impl.submission.close()
 
 

@@ -192,7 +192,7 @@ def assert_generator_is_one_uniform_draw(impl, fn_name: str, seeds: int) -> None
     the same seed, and ``g`` ends in that draw's state (the contract's consumption of the
     generator), for ``seeds`` seeds on a fixed 3-path tree of N nodes."""
     fn = impl.get(fn_name)
-    tree = impl.get("tree_spec.build_tree")(0, [[1, 2], [2, 0], [1, 1]])
+    tree = impl.get("build_tree")(0, [[1, 2], [2, 0], [1, 1]])
     n = len(tree.tokens)
     p = torch.softmax(torch.randn(n, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64), 1)
     for seed in range(seeds):

@@ -45,15 +45,15 @@ def _leaf_paths(parents):
 
 
 @example(t=([0, 1, 0, 2], [-1, 0, 0, 2], torch.tensor([[1, 0, 0], [1, 0, 0], [0, 0, 1], [1, 0, 0]],
-                                                      dtype=torch.float64))).via("mutant:tree_spec.greedy_first_child_only")
+                                                      dtype=torch.float64))).via("mutant:greedy_first_child_only")
 @given(t=float_trees(trie=True))
 def test_greedy_is_longest_per_path_greedy(impl, reference, t):
     """Greedy tree verification == for every root-to-leaf path, speculative.verify(greedy) on that
     chain; keep the path with the most accepted drafts (in a trie all of them emit the same tokens)."""
     tokens, parents, p = t
-    tree = impl.get("tree_spec.tree_from_parents")(tokens, parents)
-    got = read_verified(impl.get("tree_spec.verify_tree_greedy")(tree, p), tokens, p.shape[1], "verify_tree_greedy")
-    verify = reference.get("speculative.verify")
+    tree = impl.get("tree_from_parents")(tokens, parents)
+    got = read_verified(impl.get("verify_tree_greedy")(tree, p), tokens, p.shape[1], "verify_tree_greedy")
+    verify = reference.of("speculative").get("verify")
     best = None
     for path in _leaf_paths(parents):
         x = torch.tensor([[tokens[i] for i in path[1:]]], dtype=torch.int64).reshape(1, len(path) - 1)
@@ -84,15 +84,15 @@ def _greedy_oracle(tokens, parents, p):
 
 
 @example(t=([0, 1, 1], [-1, 0, 0], torch.tensor([[0, 1], [1, 0], [0, 1]], dtype=torch.float64))).via(
-    "mutant:tree_spec.deepest_ties_to_last")
+    "mutant:deepest_ties_to_last")
 @given(t=float_trees())
 def test_greedy_keeps_first_deepest_node(impl, t):
     """Any tree (siblings may repeat a token, so several nodes may match the argmax chain): the
     accepted nodes are the root path of the deepest matching node, the FIRST in node order among
     the deepest (its K/V are the ones kept), and the final token is that node's argmax."""
     tokens, parents, p = t
-    tree = impl.get("tree_spec.tree_from_parents")(tokens, parents)
-    res = impl.get("tree_spec.verify_tree_greedy")(tree, p)
+    tree = impl.get("tree_from_parents")(tokens, parents)
+    res = impl.get("verify_tree_greedy")(tree, p)
     got = read_verified(res, tokens, p.shape[1], "verify_tree_greedy")
     want, nodes = _greedy_oracle(tokens, parents, p)
     assert (got, res.nodes.tolist()) == (want, nodes), (
@@ -102,9 +102,9 @@ def test_greedy_keeps_first_deepest_node(impl, t):
 
 def test_greedy_ties_to_smaller_id(impl):
     """argmax ties go to the smaller token id (torch.argmax's rule): p = (.5, .5) follows child 0."""
-    tree = impl.get("tree_spec.build_tree")(0, [[1, 1], [0, 1]])
+    tree = impl.get("build_tree")(0, [[1, 1], [0, 1]])
     p = torch.tensor([[.5, .5]] + [[0., 1.]] * 4, dtype=torch.float64)
-    got = impl.get("tree_spec.verify_tree_greedy")(tree, p)
+    got = impl.get("verify_tree_greedy")(tree, p)
     assert got.tokens.tolist() == [0, 1, 1], got
 
 
@@ -132,11 +132,11 @@ def _typical_oracle(tokens, parents, p, eps, delta, u0):
 
 
 @example(t=([0, 1, 0], [-1, 0, 1], torch.tensor([[.6, .4], [.95, .05], [.5, .5]], dtype=torch.float64)),
-         eps=0.09, delta=0.3, u0=0.5).via("mutant:tree_spec.typical_own_row")
+         eps=0.09, delta=0.3, u0=0.5).via("mutant:typical_own_row")
 @example(t=([0, 1], [-1, 0], torch.tensor([[.9, .1], [.5, .5]], dtype=torch.float64)),
-         eps=0.5, delta=0.3, u0=0.5).via("mutant:tree_spec.typical_no_exp")
+         eps=0.5, delta=0.3, u0=0.5).via("mutant:typical_no_exp")
 @example(t=([0, 1], [-1, 0], torch.tensor([[.82, .18], [.5, .5]], dtype=torch.float64)),
-         eps=0.3, delta=0.3, u0=0.5).via("mutant:tree_spec.typical_entropy_log2")
+         eps=0.3, delta=0.3, u0=0.5).via("mutant:typical_entropy_log2")
 @given(t=float_trees(), eps=st.sampled_from([0.09, 0.3, 1.0]), delta=st.sampled_from([0.0, 0.3, 0.55]),
        u0=st.floats(0, 1, exclude_max=True))
 def test_typical_accept_matches_medusa_rule(impl, t, eps, delta, u0):
@@ -145,10 +145,10 @@ def test_typical_accept_matches_medusa_rule(impl, t, eps, delta, u0):
     0.152, accepted); the deepest all-typical root path (first in node order) is kept, its nodes
     returned; the final token is inverse_cdf(p_last, u_0)."""
     tokens, parents, p = t
-    tree = impl.get("tree_spec.tree_from_parents")(tokens, parents)
+    tree = impl.get("tree_from_parents")(tokens, parents)
     u = torch.full((len(tokens),), 0.5, dtype=torch.float64)
     u[0] = u0
-    res = impl.get("tree_spec.typical_accept")(tree, p, epsilon=eps, delta=delta, uniforms=u)
+    res = impl.get("typical_accept")(tree, p, epsilon=eps, delta=delta, uniforms=u)
     got = read_verified(res, tokens, p.shape[1], "typical_accept")
     want, nodes = _typical_oracle(tokens, parents, p, eps, delta, u0)
     assert got == want, f"typical_accept(ε={eps}, δ={delta}) emits {list(got)}, Medusa's rule {list(want)}"
@@ -159,14 +159,14 @@ def test_typical_generator_draws_n_uniforms(impl):
     """typical_accept(generator=g) uses only uniforms[0] but still draws N: it equals
     typical_accept(uniforms=torch.rand(N, dtype=float64)) from the same seed, and g ends in that
     draw's state."""
-    assert_generator_is_one_uniform_draw(impl, "tree_spec.typical_accept", seeds=10)
+    assert_generator_is_one_uniform_draw(impl, "typical_accept", seeds=10)
 
 
 def test_typical_defaults_are_medusas(impl):
     """ε = 0.09, δ = 0.3 (Medusa's posterior_threshold / posterior_alpha): p(x) = 0.095 > min(.09, ...)
     is accepted by default, p(x) = 0.085 is not."""
-    accept = impl.get("tree_spec.typical_accept")
-    tree = impl.get("tree_spec.build_tree")(0, [[1]])
+    accept = impl.get("typical_accept")
+    tree = impl.get("build_tree")(0, [[1]])
     u = torch.zeros(2, dtype=torch.float64)
     for px, k in ((0.095, 1), (0.085, 0)):
         p = torch.tensor([[1 - px, px], [1.0, 0.0]], dtype=torch.float64)
@@ -176,7 +176,7 @@ def test_typical_defaults_are_medusas(impl):
 def _first_token_tv(impl, tree, p, **kw):
     """Exact distribution of the FIRST emitted token under typical acceptance (the final draw's
     uniform enumerated over the cells of p's CDF; acceptance is deterministic) vs the target p[0]."""
-    accept = impl.get("tree_spec.typical_accept")
+    accept = impl.get("typical_accept")
     n = len(tree.tokens)
     dist = [0.0] * p.shape[1]
     # acceptance does not depend on the uniform; the final draw cuts [0, 1) at p's cumsum
@@ -199,14 +199,14 @@ def test_typical_is_not_distribution_preserving(impl):
     threshold is min(0.09, 0.3 e^-1.097) = 0.09), one candidate token 0. Typical acceptance accepts
     it every time, so the first token is 0 with probability 1, where the target says 0.35: total
     variation 0.65 (asserted > 0.5). Lossless verify_tree on the same tree: TV 0 (exact cells)."""
-    tree = impl.get("tree_spec.build_tree")(2, [[0]])
+    tree = impl.get("build_tree")(2, [[0]])
     p = torch.tensor([[.35, .35, .30], [.2, .3, .5]], dtype=torch.float64)
     tv, dist = _first_token_tv(impl, tree, p)
     print(f"\ntypical acceptance (eps 0.09, delta 0.3), p = (0.35, 0.35, 0.30), candidate 0: first-token "
           f"distribution {dist}, total variation from the target {tv:.4f}")
     assert tv > 0.5, f"total variation {tv:.4f}: typical acceptance was expected to move the distribution"
     # the lossless verifier on the same tree: the first token's distribution is exactly p[0]
-    verify = impl.get("tree_spec.verify_tree")
+    verify = impl.get("verify_tree")
     exact = [0.0, 0.0, 0.0]
     for a_lo, a_hi in ((0.0, 0.35), (0.35, 1.0)):           # accept / reject node 1 (threshold p(0) = .35)
         u1 = (a_lo + a_hi) / 2
@@ -227,7 +227,7 @@ def test_typical_biases_toward_candidates(impl, px, rest):
     vocab = rest + 1
     row = [px] + [(1 - px) / rest] * rest
     p = torch.tensor([row, [1.0] + [0.0] * rest], dtype=torch.float64)
-    tree = impl.get("tree_spec.build_tree")(1 % vocab, [[0]])
+    tree = impl.get("build_tree")(1 % vocab, [[0]])
     tv, _ = _first_token_tv(impl, tree, p)
     assert tv == pytest.approx(1 - px, abs=1e-9), (tv, px)
 
@@ -274,14 +274,14 @@ def test_verify_tree_rejects_bad_input(impl, bad):
     """verify_tree: a Tree, (N, vocab) distributions, tokens in the vocabulary, (N,) uniforms in
     [0, 1) or a torch.Generator; nothing drawn by a rejected call."""
     gen = torch.Generator().manual_seed(1)
-    assert_rejects(impl.get("tree_spec.verify_tree"), {**_valid(), "generator": gen}, bad,
+    assert_rejects(impl.get("verify_tree"), {**_valid(), "generator": gen}, bad,
                    state=lambda: gen.get_state().tolist())
 
 
 @bad_cases([b for b in VERIFY_BAD if b.id.startswith(("tree", "target"))])
 def test_verify_tree_greedy_rejects_bad_input(impl, bad):
     """verify_tree_greedy: a Tree and (N, vocab) distributions, tokens in the vocabulary."""
-    assert_rejects(impl.get("tree_spec.verify_tree_greedy"), _valid(), bad)
+    assert_rejects(impl.get("verify_tree_greedy"), _valid(), bad)
 
 
 @bad_cases(VERIFY_BAD + [
@@ -294,5 +294,5 @@ def test_verify_tree_greedy_rejects_bad_input(impl, bad):
 def test_typical_accept_rejects_bad_input(impl, bad):
     """typical_accept: as verify_tree, and ε in (0, 1], δ a finite real >= 0."""
     gen = torch.Generator().manual_seed(1)
-    assert_rejects(impl.get("tree_spec.typical_accept"), {**_valid(), "generator": gen}, bad,
+    assert_rejects(impl.get("typical_accept"), {**_valid(), "generator": gen}, bad,
                    state=lambda: gen.get_state().tolist())

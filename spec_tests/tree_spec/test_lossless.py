@@ -19,11 +19,11 @@ ONE_MINUS = 1.0 - 2.0 ** -53
 
 
 def _tree(impl, st_: SpecTree, toks):
-    return impl.get("tree_spec.tree_from_parents")([ROOT, *toks], st_.parents())
+    return impl.get("tree_from_parents")([ROOT, *toks], st_.parents())
 
 
 def _assert_lossless(impl, st_: SpecTree):
-    verify = impl.get("tree_spec.verify_tree")
+    verify = impl.get("verify_tree")
     rule = rule_distribution(st_)
     assert lossless_violation(st_.case, rule) is None, "the oracle's own rule is not lossless (an oracle bug)"
     induced: dict[tuple, Fraction] = {}
@@ -92,15 +92,15 @@ def test_chain_is_speculative_verify(impl, reference, case, no_q):
     kw = case.tensors()
     gamma = case.gamma
     x = kw["draft_tokens"][0].tolist()
-    tree = impl.get("tree_spec.build_tree")(ROOT, [x] if x else [])
+    tree = impl.get("build_tree")(ROOT, [x] if x else [])
     p = kw["target_probs"][0]
     q = None
     if kw["draft_probs"] is not None:
         q = torch.cat([kw["draft_probs"][0], p[gamma:]], 0)     # the leaf's row is never read
     u = kw["uniforms"][0]
-    got = read_verified(impl.get("tree_spec.verify_tree")(tree, p, q, uniforms=torch.cat([u[gamma:], u[:gamma]])),
+    got = read_verified(impl.get("verify_tree")(tree, p, q, uniforms=torch.cat([u[gamma:], u[:gamma]])),
                         [ROOT, *x], case.vocab, "verify_tree on a chain")
-    tokens, k = reference.get("speculative.verify")(**kw)
+    tokens, k = reference.of("speculative").get("verify")(**kw)
     want = tuple(tokens[0, :int(k[0]) + 1].tolist())
     assert got == want, f"chain: verify_tree emits {list(got)}, speculative.verify {list(want)}\n  case: {case!r}"
 
@@ -139,9 +139,9 @@ PINNED = {
 def test_pinned(impl, name):
     """Hand-made trees with their exact result and the mutant each catches."""
     pin, want, _mutant = PINNED[name]
-    tree = impl.get("tree_spec.tree_from_parents")(pin["tokens"], pin["parents"])
+    tree = impl.get("tree_from_parents")(pin["tokens"], pin["parents"])
     q = None if pin["q"] is None else torch.tensor(pin["q"], dtype=torch.float64)
-    got = read_verified(impl.get("tree_spec.verify_tree")(tree, torch.tensor(pin["p"], dtype=torch.float64), q,
+    got = read_verified(impl.get("verify_tree")(tree, torch.tensor(pin["p"], dtype=torch.float64), q,
                                                           uniforms=torch.tensor(pin["u"], dtype=torch.float64)),
                         pin["tokens"], len(pin["p"][0]), name)
     assert list(got) == want, f"{name}: emitted {list(got)}, pinned {want}"
@@ -150,4 +150,4 @@ def test_pinned(impl, name):
 def test_generator_draws_n_uniforms(impl):
     """verify_tree(generator=g) == verify_tree(uniforms=torch.rand(N, dtype=float64) from the same
     seed), and g ends in that draw's state."""
-    assert_generator_is_one_uniform_draw(impl, "tree_spec.verify_tree", seeds=20)
+    assert_generator_is_one_uniform_draw(impl, "verify_tree", seeds=20)

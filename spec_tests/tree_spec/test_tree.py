@@ -41,15 +41,15 @@ def _check_structure(tree, tokens: list[int], parents: list[int], what: str):
         f"path root -> leaf, -1 padded)")
 
 
-@example(paths=[[1, 2], [1, 3], [2]]).via("mutant:tree_spec.mask_siblings_visible")
-@example(paths=[[1, 2, 3], [2]]).via("mutant:tree_spec.retrieve_reversed")
-@example(paths=[[1, 2], [3]]).via("mutant:tree_spec.depth_first_order")
+@example(paths=[[1, 2], [1, 3], [2]]).via("mutant:mask_siblings_visible")
+@example(paths=[[1, 2, 3], [2]]).via("mutant:retrieve_reversed")
+@example(paths=[[1, 2], [3]]).via("mutant:depth_first_order")
 @given(paths=path_lists())
 def test_build_tree_is_the_trie(impl, paths):
     """Nodes are the distinct prefixes of the paths, ordered by depth then first appearance; each
     node's path is its prefix; mask = ancestors and self; depth; retrieve = the leaves' paths."""
     root = 7
-    tree = impl.get("tree_spec.build_tree")(root, paths)
+    tree = impl.get("build_tree")(root, paths)
     prefixes = []
     for d in range(1, max((len(p) for p in paths), default=0) + 1):
         for p in paths:
@@ -65,13 +65,13 @@ def test_build_tree_is_the_trie(impl, paths):
 def test_tree_from_parents(impl, parents, data):
     """Any tree (siblings may repeat a token): mask, depth, retrieve from the definitions."""
     tokens = data.draw(st.lists(st.integers(0, 3), min_size=len(parents), max_size=len(parents)))
-    _check_structure(impl.get("tree_spec.tree_from_parents")(tokens, parents), tokens, parents,
+    _check_structure(impl.get("tree_from_parents")(tokens, parents), tokens, parents,
                      f"tree_from_parents({tokens}, {parents})")
 
 
 def test_one_node_tree(impl):
     """A tree of one node: the root alone, mask [[True]], depth [0], retrieve [[0]]."""
-    for tree in (impl.get("tree_spec.build_tree")(5, []), impl.get("tree_spec.tree_from_parents")([5], [-1])):
+    for tree in (impl.get("build_tree")(5, []), impl.get("tree_from_parents")([5], [-1])):
         _check_structure(tree, [5], [-1], "one node")
 
 
@@ -84,7 +84,7 @@ def _next_probs(table, vocab, per_depth):
 
 
 @example(vocab=3, k=2, depth=2, table=[[2, 1, 1], [1, 1, 2]], per_depth=False).via(
-    "mutant:tree_spec.topk_ties_to_larger_id")
+    "mutant:topk_ties_to_larger_id")
 @given(vocab=st.integers(1, 5), k=st.integers(1, 5), depth=st.integers(0, 3), per_depth=st.booleans(),
        table=st.lists(st.lists(st.integers(0, 3), min_size=5, max_size=5).filter(any), min_size=1, max_size=3))
 def test_expand_topk(impl, vocab, k, depth, table, per_depth):
@@ -95,7 +95,7 @@ def test_expand_topk(impl, vocab, k, depth, table, per_depth):
     table = [row[:vocab] if any(row[:vocab]) else [1] * vocab for row in table]
     next_probs = _next_probs(table, vocab, per_depth)
     root = 1 % vocab
-    tree = impl.get("tree_spec.expand_topk")(root, next_probs, k, depth)
+    tree = impl.get("expand_topk")(root, next_probs, k, depth)
     paths = [()]
     for _ in range(depth):
         grown = []
@@ -103,7 +103,7 @@ def test_expand_topk(impl, vocab, k, depth, table, per_depth):
             p = next_probs((root,) + path).tolist()
             grown += [path + (t,) for t in sorted(range(vocab), key=lambda t: (-p[t], t))[:k]]
         paths = grown
-    want = impl.get("tree_spec.build_tree")(root, [list(p) for p in paths if p])
+    want = impl.get("build_tree")(root, [list(p) for p in paths if p])
     for field in ("tokens", "parents", "depth", "mask", "retrieve"):
         assert torch.equal(getattr(tree, field), getattr(want, field)), (
             f"expand_topk(k={k}, depth={depth}): {field} {getattr(tree, field).tolist()}, expected "
@@ -112,24 +112,24 @@ def test_expand_topk(impl, vocab, k, depth, table, per_depth):
 
 # ----------------------------------------------------------------------------- the tree forward pass
 def _model(reference, dtype, seed=3, vocab=8):
-    config = reference.get("model.ModelConfig")(vocab_size=vocab, dim=16, n_layers=2, n_heads=4, n_kv_heads=2,
+    config = reference.of("model").get("ModelConfig")(vocab_size=vocab, dim=16, n_layers=2, n_heads=4, n_kv_heads=2,
                                                 max_seq_len=32, dtype=dtype)
-    return reference.get("model.Transformer")(config, seed=seed)
+    return reference.of("model").get("Transformer")(config, seed=seed)
 
 
 TOL = {torch.float64: 1e-9, torch.float32: 2e-4}
 
 
-@example(paths=[[1, 2], [3, 4], [1, 5]], context=[2, 6, 1]).via("mutant:tree_spec.logits_causal_over_tree")
-@example(paths=[[4, 4], [5]], context=[]).via("mutant:tree_spec.positions_off_by_one")
-@example(paths=[[1], [2], [3, 1]], context=[0]).via("mutant:tree_spec.positions_by_index")
+@example(paths=[[1, 2], [3, 4], [1, 5]], context=[2, 6, 1]).via("mutant:logits_causal_over_tree")
+@example(paths=[[4, 4], [5]], context=[]).via("mutant:positions_off_by_one")
+@example(paths=[[1], [2], [3, 1]], context=[0]).via("mutant:positions_by_index")
 @given(paths=path_lists(vocab=8, max_depth=3, max_paths=4), context=st.lists(st.integers(0, 7), max_size=5))
 def test_tree_logits_equal_each_path_run_alone(impl, reference, paths, context):
     """One pass over context + tree with the tree mask gives, at node i, the logits the reference
     model gives at the end of context + path(i) run as its own sequence (float64: 1e-9)."""
     model = _model(reference, torch.float64)
-    tree = impl.get("tree_spec.build_tree")(3, paths)
-    got = impl.get("tree_spec.tree_logits")(model, torch.tensor(context, dtype=torch.int64), tree)
+    tree = impl.get("build_tree")(3, paths)
+    got = impl.get("tree_logits")(model, torch.tensor(context, dtype=torch.int64), tree)
     n = len(tree.tokens)
     assert tuple(got.shape) == (n, 8), f"tree_logits shape {tuple(got.shape)}, expected ({n}, 8)"
     for i, path in enumerate(_paths_of(tree)):
@@ -145,9 +145,9 @@ def test_tree_logits_float32(impl, reference):
     """The same in float32 (2e-4), a wider tree, and the greedy-verified path of the float32
     target's own logits agrees with greedy decoding of the model."""
     model = _model(reference, torch.float32, seed=4)
-    tree = impl.get("tree_spec.build_tree")(1, [[2, 3, 4], [2, 5], [6], [7, 0, 1], [2, 3, 0]])
+    tree = impl.get("build_tree")(1, [[2, 3, 4], [2, 5], [6], [7, 0, 1], [2, 3, 0]])
     context = [5, 4, 3, 2]
-    got = impl.get("tree_spec.tree_logits")(model, torch.tensor(context), tree)
+    got = impl.get("tree_logits")(model, torch.tensor(context), tree)
     for i, path in enumerate(_paths_of(tree)):
         with torch.no_grad():
             want = model(torch.tensor([context + [1] + list(path)]))[0, -1]
@@ -164,9 +164,9 @@ def test_tree_logits_fill_max_seq_len(impl, reference, context_len, paths):
     row is still its path run alone."""
     model = _model(reference, torch.float64)
     context = [(5 * i + 1) % 8 for i in range(context_len)]
-    tree = impl.get("tree_spec.build_tree")(3, paths)
+    tree = impl.get("build_tree")(3, paths)
     assert context_len + int(max(tree.depth.tolist())) + 1 == model.config.max_seq_len < context_len + len(tree.tokens)
-    got = impl.get("tree_spec.tree_logits")(model, torch.tensor(context, dtype=torch.int64), tree)
+    got = impl.get("tree_logits")(model, torch.tensor(context, dtype=torch.int64), tree)
     for i, path in enumerate(_paths_of(tree)):
         with torch.no_grad():
             want = model(torch.tensor([context + [3] + list(path)], dtype=torch.int64))[0, -1]
@@ -188,7 +188,7 @@ BUILD_BAD = [
 @bad_cases(BUILD_BAD)
 def test_build_tree_rejects_bad_input(impl, bad):
     """build_tree: root an int >= 0; paths a list of non-empty lists of ints >= 0."""
-    assert_rejects(impl.get("tree_spec.build_tree"), dict(root=0, paths=[[1, 2], [3]]), bad)
+    assert_rejects(impl.get("build_tree"), dict(root=0, paths=[[1, 2], [3]]), bad)
 
 
 PARENTS_BAD = [
@@ -206,7 +206,7 @@ PARENTS_BAD = [
 @bad_cases(PARENTS_BAD)
 def test_tree_from_parents_rejects_bad_input(impl, bad):
     """tree_from_parents: at least the root; parents[0] = -1, 0 <= parents[i] < i; tokens >= 0."""
-    assert_rejects(impl.get("tree_spec.tree_from_parents"), dict(tokens=[0, 1, 2], parents=[-1, 0, 1]), bad)
+    assert_rejects(impl.get("tree_from_parents"), dict(tokens=[0, 1, 2], parents=[-1, 0, 1]), bad)
 
 
 def _uniform(path):
@@ -228,12 +228,12 @@ TOPK_BAD = [
 @bad_cases(TOPK_BAD)
 def test_expand_topk_rejects_bad_input(impl, bad):
     """expand_topk: k in [1, vocab], depth >= 0, next_probs a callable returning a 1-D distribution."""
-    assert_rejects(impl.get("tree_spec.expand_topk"), dict(root=0, next_probs=_uniform, k=2, depth=2), bad)
+    assert_rejects(impl.get("expand_topk"), dict(root=0, next_probs=_uniform, k=2, depth=2), bad)
 
 
 def _logits_valid(reference):
     return dict(model=_model(reference, torch.float32), context=torch.tensor([1, 2]),
-                tree=reference.get("tree_spec.build_tree")(3, [[4, 5], [6]]))
+                tree=reference.get("build_tree")(3, [[4, 5], [6]]))
 
 
 LOGITS_BAD = [
@@ -251,4 +251,4 @@ LOGITS_BAD = [
 @bad_cases(LOGITS_BAD)
 def test_tree_logits_rejects_bad_input(impl, reference, bad):
     """tree_logits: a reference model, 1-D integer context in the vocabulary, a Tree whose depth fits."""
-    assert_rejects(impl.get("tree_spec.tree_logits"), _logits_valid(reference), bad)
+    assert_rejects(impl.get("tree_logits"), _logits_valid(reference), bad)
