@@ -8,7 +8,7 @@ error type it must raise and words its message must contain (the argument's name
 
     @bad_cases(BAD)
     def test_rejects_bad_input(impl, bad):
-        assert_rejects(impl.get("kv_bytes.kv_cache_bytes"), VALID, bad)
+        assert_rejects(impl.get("kv_cache_bytes"), VALID, bad)   # in spec_tests/kv_bytes/
 
 ``assert_rejects`` also checks that a rejected call changed nothing: the tensors it was given
 (compared bit for bit) and, when a ``state`` function is passed, the state of the object it was
