@@ -199,9 +199,10 @@ def _error(exc: BaseException) -> str:
 
 
 def run_case(module, case: Case, device: str, *, timing: Mapping | None = None,
-             providers: tuple[Provider, ...] | None = None) -> dict:
+             providers: tuple[Provider, ...] | None = None, check: bool = True) -> dict:
     """Set up, check, build and time one case; the JSON record (module doc). ``timing``
-    overrides the case's timing options; ``providers`` replaces its providers (the gate's plants)."""
+    overrides the case's timing options; ``providers`` replaces its providers (the gate's plants);
+    ``check=False`` skips the case's correctness check (the gate's repeated measurements)."""
     from bench import timing as T
     t0 = time.perf_counter()
     opts = {**getattr(module, "DEFAULT_TIMING", {}), **case.timing, **(timing or {})}
@@ -211,7 +212,7 @@ def run_case(module, case: Case, device: str, *, timing: Mapping | None = None,
     providers = case.providers if providers is None else providers
     try:
         problem = module.setup(case, device)
-        if hasattr(module, "check"):
+        if check and hasattr(module, "check"):
             rec["check"] = module.check(problem, case, device)
             if not rec["check"].get("ok", True):
                 rec["error"] = "check failed: not timed"

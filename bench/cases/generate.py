@@ -67,7 +67,7 @@ def _case(n: int, tags=()) -> Case:
                 timing=dict(rounds=best_of, repeats=1, min_warmup=0, warmup_ms=0, budget_ms=None))
 
 
-CASES = [_case(n) for n in LENGTHS] + [_case(4, ("smoke",))]
+CASES = [_case(n) for n in LENGTHS] + [_case(3, ("smoke",))]
 
 
 def setup(case, device):

@@ -143,16 +143,16 @@ def simulate(sample, n_requests: int = N_REQUESTS, batch: int = BATCH, block_siz
 BEST_OF_3 = dict(rounds=3, repeats=1, min_warmup=0, warmup_ms=0, budget_ms=None)
 
 
-def _speed(pool: int, n_ops: int = N_OPS, tags=(), with_ref: bool = True) -> Case:
+def _speed(pool: int, n_ops: int = N_OPS, tags=(), with_ref: bool = True, suffix: str = "") -> Case:
     providers = (P("optimized", "ops", impl="optimized"),) + ((P("reference", "ops", impl="reference"),)
                                                               if with_ref else ())
-    return Case(f"{n_ops} ops, pool {pool} blocks", dict(pool=pool, ops=n_ops, block_size=BLOCK_SIZE),
+    return Case(f"{n_ops} ops, pool {pool} blocks{suffix}", dict(pool=pool, ops=n_ops, block_size=BLOCK_SIZE),
                 providers, metric="us/op", work=n_ops, devices=("cpu",), tags=tags,
                 timing=dict(BEST_OF_3, rounds=1 if pool >= 1_000_000 else 3))
 
 
 CASES = ([_speed(pool, with_ref=pool < 1_000_000) for pool in POOLS]
-         + [_speed(1_000_000, tags=("reference-1m",))]
+         + [_speed(1_000_000, tags=("reference-1m",), suffix=", with the reference")]
          + [Case(f"waste: {name}", dict(distribution=name, requests=N_REQUESTS, batch=BATCH, max_len=MAX_LEN,
                                         block_size=BLOCK_SIZE), (P("simulate"),), metric="value", devices=("cpu",))
             for name in DISTRIBUTIONS]

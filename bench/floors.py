@@ -1,5 +1,5 @@
 """Speedup floors (optimized vs reference, ratio measured in one run, timed alternately) asserted
-by the benchmarks in spec_tests/bench. One dict; each helper adds its keys with a targeted edit.
+by the benchmark tests in bench/tests. One dict; each helper adds its keys with a targeted edit.
 A floor sits well under the measured ratio (docs/<concept>.md gives the measurement) so that a
 noisy machine does not fail it, while a regression to the naive algorithm does."""
 FLOORS = {

@@ -1,4 +1,4 @@
-"""The regression gate's logic (spec_tests/bench/gate.py) on synthetic measurements, on the CPU:
+"""The regression gate's logic (bench/gate.py) on synthetic measurements, on the CPU:
 the recorded ratio passes, a 10 % slowdown fails with an explanation naming the shape, noise
 within the stated bound passes, and the recorded ratios really come from the measured JSON
 files in docs/results (recomputed here from their raw rows)."""
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from spec_tests.bench import gate
+from bench import gate
 
 REC = {"k s1": gate.Ratio("k s1", ours_ms=1.0, peer="cudnn", peer_ms=0.8),      # ratio 0.8
        "k s2": gate.Ratio("k s2", ours_ms=2.0, peer="fa2", peer_ms=3.0)}        # ratio 1.5
@@ -106,3 +106,22 @@ def test_machine_baseline_replaces_the_docs_record(tmp_path, monkeypatch):
     assert gate.check({shape: gate.Ratio(shape, 1.2 * 1.03, "sdpa_cudnn", 0.84)}, rec).ok
     monkeypatch.delenv("INFERSPEC_GATE_BASELINE")
     assert len(gate.recorded_attention()) > 1                          # the docs record again
+
+
+def test_recorded_ratios_read_the_runners_json(tmp_path):
+    """A results file written by the runner (python -m bench run --concept flash_attention) gives
+    the same recorded ratios as the rows of the script before it: per shape of one head count,
+    the fastest peer's median over ours."""
+    case = dict(concept="flash_attention", name="fwd bf16 B4 H16 N4096 D128 full",
+                params=dict(pass_="fwd", dtype="bf16", B=4, Hq=16, Hkv=16, N=4096, D=128, causal=False),
+                results=[dict(provider="ours", median_ms=1.2), dict(provider="sdpa_cudnn", median_ms=0.9),
+                         dict(provider="sdpa_flash", median_ms=1.5), dict(provider="reference", median_ms=0.1)])
+    gqa = dict(case, name="fwd bf16 B8 H32/8 N2048 D128 causal",
+               params=dict(case["params"], B=8, Hq=32, Hkv=8, N=2048, causal=True))
+    path = tmp_path / "attention_h200.json"
+    path.write_text(json.dumps(dict(schema="inferspec-bench/1", cases=[case, gqa])))
+    rec = gate.recorded_attention(path)
+    shape = gate.attention_shape("fwd", "bf16", 4, 16, 4096, 128, False)
+    assert set(rec) == {shape}                                    # GQA shapes are not gated
+    assert rec[shape].peer == "sdpa_cudnn" and rec[shape].value == pytest.approx(0.75)
+

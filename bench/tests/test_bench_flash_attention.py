@@ -4,18 +4,17 @@ The reference materialises the (N, N) score matrix in float32 (several passes ov
 the kernel streams K/V tiles through on-chip memory and never writes it. Shape: batch 4 x 16
 heads x 4096 tokens x head_dim 128, fp16, causal (the 16k-token, 2048-wide point of
 docs/performance.md). A speedup is the ratio of medians of the two, timed alternately in one
-run; its floor lives in spec_tests/bench/floors.py. On CPU these are skipped (marker ``gpu``).
+run; its floor lives in bench/floors.py. On CPU these are skipped (marker ``gpu``).
 
-    python3 -m pytest spec_tests/bench/test_bench_flash_attention.py --benchmark-enable
+    python -m pytest bench/tests/test_bench_flash_attention.py --benchmark-enable -s
 """
 from __future__ import annotations
-
-import statistics
 
 import pytest
 import torch
 
-from spec_tests.bench.floors import FLOORS
+from bench.floors import FLOORS
+from bench.timing import compare
 
 pytestmark = pytest.mark.gpu
 B, H, N, D = 4, 16, 4096, 128
@@ -50,17 +49,12 @@ def _backward(module):
 
 
 def _speedup(make) -> float:
-    """Median time of reference / median time of optimized, the two timed alternately."""
-    import triton
-
+    """Median time of reference / median time of optimized, the two timed alternately (5 rounds,
+    each 30 ms of calls after 5 ms of warm-up)."""
     from optimized import attention as fast
     from reference import attention as ref
-    fns = {"fast": make(fast), "ref": make(ref)}
-    times = {"fast": [], "ref": []}
-    for _ in range(5):
-        for name, fn in fns.items():
-            times[name].append(triton.testing.do_bench(fn, warmup=5, rep=30, return_mode="median"))
-    return statistics.median(times["ref"]) / statistics.median(times["fast"])
+    times = compare({"fast": make(fast), "ref": make(ref)}, rounds=5, device="cuda", warmup_ms=5, budget_ms=30)
+    return times["ref"].median_ms / times["fast"].median_ms
 
 
 def test_bench_flash_attention_forward(benchmark):

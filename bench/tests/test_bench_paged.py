@@ -1,7 +1,8 @@
 """Block allocator (course 03.06-03.08): the optimized allocator is O(1) per block.
 
-Workload and measurement: spec_tests/bench/paged_speed.py (docs/paged.md has the table and the
-curve). Here, in the default run, two cheap checks of the same claims:
+Workload and measurement: bench/cases/paged.py (``python -m bench run --concept paged``;
+docs/paged.md has the table and the curve). Here, in the default run, two cheap checks of the same
+claims:
 
 - at a pool of 100k blocks the optimized allocator is >= FLOORS["paged.ops_100k_blocks"] x the
   reference on the first 3,000 operations of the 10,000-operation workload (measured ~90x on all
@@ -9,16 +10,23 @@ curve). Here, in the default run, two cheap checks of the same claims:
 - its time per operation is flat from 1k to 1M blocks (ratio <= FLOORS["paged.flat_1k_to_1m"],
   a ceiling; measured ~1.0).
 
-    python3 -m pytest spec_tests/bench/test_bench_paged.py
+    python -m pytest bench/tests/test_bench_paged.py -s
 """
 from __future__ import annotations
 
+from bench.cases.paged import ops_call, same_results, workload
+from bench.floors import FLOORS
+from bench.timing import time_ms
 from optimized import paged as fast
 from reference import paged as ref
-from spec_tests.bench.floors import FLOORS
-from spec_tests.bench.paged_speed import best_of, same_results, workload
 
 OPS = workload()
+
+
+def best_of(module, num_blocks: int, ops: list[tuple], repeats: int) -> float:
+    """Seconds of the best of ``repeats`` runs of ``ops`` on a fresh allocator (built untimed)."""
+    return time_ms(ops_call(module, num_blocks, ops), repeats=repeats, budget_ms=None, min_warmup=0,
+                   warmup_ms=0).min_ms / 1e3
 
 
 def test_same_results_as_reference():

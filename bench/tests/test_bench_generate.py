@@ -2,9 +2,9 @@
 
 The concept's "optimized" counterpart is the cached decode itself (reference.generate.generate);
 the naive side is reference.generate.generate_uncached. Same model, prompt and greedy tokens
-(spec_tests/bench/kv_cache_speedup.py prints the whole curve; docs/generate.md has the table).
+(``python -m bench run --concept generate`` measures the whole curve; docs/generate.md has the table).
 
-    python3 -m pytest spec_tests/bench/test_bench_generate.py --benchmark-enable
+    python -m pytest bench/tests/test_bench_generate.py --benchmark-enable -s
 
 Without --benchmark-enable (the default run) each benchmark is one cheap call and the speedup
 floor is checked on a short generation only for sanity (no timing assertion: a busy machine
@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spec_tests.bench.floors import FLOORS
-from spec_tests.bench.kv_cache_speedup import bench_model, bench_prompt, time_pair
+from bench.cases.generate import bench_model, bench_prompt, time_pair
+from bench.floors import FLOORS
 
 
 LONG = 256          # new tokens of the floor's "long output"

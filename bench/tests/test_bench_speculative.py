@@ -4,24 +4,24 @@ float32 probabilities on the 2-core CPU, reference vs optimized.
 The reference casts both probability tensors to float64 and walks each row position by position;
 the optimized verifier validates in the input dtype (two passes per tensor, chunked to stay in
 cache), decides every acceptance by one gather, and builds one float64 residual row per row for
-the draw. Workloads: spec_tests/bench/speculative_speed.py (target softmax(4 randn), draft = noisy
-target, drafts drawn from the draft).
+the draw. Workloads: bench/cases/speculative.py (target softmax(4 randn), draft = noisy target,
+drafts drawn from the draft).
 
-    python3 -m pytest spec_tests/bench/test_bench_speculative.py --benchmark-enable
-    PYTHONPATH=. python3 spec_tests/bench/speculative_speed.py      # the table in docs/speculative.md
+    python -m pytest bench/tests/test_bench_speculative.py --benchmark-enable -s
+    python -m bench run --concept speculative --out speculative_speed_cpu.json   # the table in docs/speculative.md
 """
 from __future__ import annotations
 
 import functools
-import time
 
 import pytest
 import torch
 
+from bench.cases.speculative import CONFIGS, make_inputs
+from bench.floors import FLOORS
+from bench.timing import compare
 from optimized import speculative as fast
 from reference import speculative as ref
-from spec_tests.bench.floors import FLOORS
-from spec_tests.bench.speculative_speed import CONFIGS, make_inputs
 
 KEY = "speculative.cpu_64x4x32000"
 
@@ -47,12 +47,9 @@ def test_speedup_over_reference(config):
     kw = inputs(config)
     a, b = ref.verify(**kw), fast.verify(**kw)
     assert torch.equal(a.tokens, b.tokens) and torch.equal(a.num_accepted, b.num_accepted)
-    best = {"ref": float("inf"), "fast": float("inf")}
-    for _ in range(3):
-        for name, module in (("ref", ref), ("fast", fast)):
-            t0 = time.perf_counter()
-            module.verify(**kw)
-            best[name] = min(best[name], time.perf_counter() - t0)
+    t = compare({"ref": lambda: ref.verify(**kw), "fast": lambda: fast.verify(**kw)}, rounds=3, repeats=1,
+                budget_ms=None, min_warmup=0, warmup_ms=0)
+    best = {name: t[name].min_ms / 1e3 for name in t}
     ratio = best["ref"] / best["fast"]
     print(f"\nverify {config}, 64 x 4 x 32000: reference {best['ref'] * 1e3:.1f} ms, "
           f"optimized {best['fast'] * 1e3:.1f} ms, speedup {ratio:.1f}x")

@@ -1,19 +1,19 @@
-"""Proof of the regression gate on the GPU (spec_tests/bench/gate.py), in one run (< 2 min):
+"""Proof of the regression gate on the GPU (bench/gate.py), in one run (< 2 min):
 
   0. this machine's baseline is recorded first (gate.record_baseline: 3 runs of every gate shape,
      median ratio; $OUT/gate_baseline.json): a record from another session is not a stable
      baseline (the peer itself drifts > 8 %; gate.py's module doc), and is only compared with
      for information;
   1. the shipped FlashAttention forward passes the gate on every forward gate shape, three runs
-     out of three (each run: every shape measured afresh, alternating do_bench rounds);
+     out of three (each run: every shape measured afresh, 3 alternating rounds);
   2. a planted slowdown of the kernel fails it on every shape: ``tile`` = a deliberately worse
      tile config (gate.SLOW_FWD_CONFIG, passed to the launch here, never set in the kernel's
      defaults) and ``extra10`` = the same kernel doing ~10 % more work per call;
   3. for each plant, the measured slowdown of our time against the shipped kernel in the same run
      (so the plant's size is known, not assumed).
 
-    PYTHONPATH=. python3 spec_tests/bench/gate_proof.py                 # writes $OUT/gate_proof.json
-    PYTHONPATH=. python3 spec_tests/bench/gate_proof.py --slow tile     # one planted run only
+    python -m bench.gate_proof --out $OUT/gate_proof.json      # also $OUT/gate_baseline.json
+    python -m bench.gate_proof --slow tile                     # one planted run only
 Exit status 0 iff the shipped kernel passed 3/3, every plant failed, and every shape a plant
 slowed by >= 10 % (measured) is among its failures.
 """
@@ -25,7 +25,7 @@ import os
 import sys
 import time
 
-from spec_tests.bench import gate
+from bench import gate
 
 SHAPES = [s for s in gate.ATTENTION_GATE_SHAPES if s[0] == "fwd"]
 
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     recorded = gate.recorded_attention()
     print("baseline recorded on this machine:", base_path, flush=True)
     info = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, factor=gate.FACTOR,
-                shapes=[list(s) for s in SHAPES], cmd=" ".join(["python3", os.path.relpath(__file__)] + sys.argv[1:]))
+                shapes=[list(s) for s in SHAPES], cmd=" ".join(["python -m bench.gate_proof"] + sys.argv[1:]))
     print(json.dumps(info), flush=True)
     shipped = [one_run(None, recorded) for _ in range(args.shipped_runs)]
     planted = [one_run(s, recorded) for s in (args.slow or ["tile", "extra10"])]

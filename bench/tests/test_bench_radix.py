@@ -1,24 +1,24 @@
 """Radix prefix cache (course 03.09-03.11): ``match_prefix`` of 1-2k-token prompts against 300
-cached sequences sharing 8 system prompts (the workload of spec_tests/bench/radix_speed.py, which
-draws the full 100 - 10,000 curve in docs/radix.md).
+cached sequences sharing 8 system prompts (the workload of bench/cases/radix.py, whose cases
+measure the full 100 - 10,000 curve of docs/radix.md).
 
 The naive store scans every cached sequence (O(cached tokens sharing the prompt)); the tree walks
 one path (O(key length), one memcmp per node). At 300 sequences the ratio measured ~100x on the
 loaded 2-core box (docs/results/radix_speed_cpu.json); it grows linearly with the cache (~2,700x
 at 3,000 sequences). The floor sits well under, so only a regression to a scan fails it.
 
-    python3 -m pytest spec_tests/bench/test_bench_radix.py --benchmark-enable
+    python -m pytest bench/tests/test_bench_radix.py --benchmark-enable -s
 """
 from __future__ import annotations
 
 import statistics
-import time
 
 import pytest
 
+from bench.cases.radix import queries, workload
+from bench.timing import compare
 from optimized import radix as fast
 from reference import radix as ref
-from spec_tests.bench.radix_speed import queries, workload
 
 N_SEQUENCES = 300
 SPEEDUP_FLOOR = 20.0   # measured ~100x at 300 sequences (docs/radix.md)
@@ -48,13 +48,9 @@ def test_speedup_over_reference(filled):
     for _, q in qs:
         a, b = tree.match_prefix(q), naive.match_prefix(q)
         assert a[0] == b[0] and list(a[1]) == list(b[1])
-        best = {"tree": float("inf"), "naive": float("inf")}
-        for _ in range(3):
-            for name, c in (("naive", naive), ("tree", tree)):
-                t0 = time.perf_counter()
-                c.match_prefix(q)
-                best[name] = min(best[name], time.perf_counter() - t0)
-        ratios.append(best["naive"] / best["tree"])
+        t = compare({"naive": lambda q=q: naive.match_prefix(q), "tree": lambda q=q: tree.match_prefix(q)},
+                    rounds=3, repeats=1, budget_ms=None, min_warmup=0, warmup_ms=0)
+        ratios.append(t["naive"].min_ms / t["tree"].min_ms)
     ratio = statistics.median(ratios)
     print(f"\nradix match_prefix, {N_SEQUENCES} cached sequences: speedup {ratio:.0f}x (median of {len(qs)} queries)")
     assert ratio >= SPEEDUP_FLOOR, ratios

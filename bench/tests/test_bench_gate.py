@@ -1,16 +1,16 @@
-"""The regression gate on a CUDA GPU (spec_tests/bench/gate.py): our kernels' speed relative to
+"""The regression gate on a CUDA GPU (bench/gate.py): our kernels' speed relative to
 the best peer timed in the same run must stay >= gate.FACTOR x the ratio recorded in
 docs/results/<kernel>_h200.json, per shape. Skipped on the CPU (marker ``gpu``): the recorded
 ratios are H200 numbers. The gate's own logic is tested on the CPU in test_bench_gate_logic.py;
-spec_tests/bench/gate_proof.py shows on the GPU that a planted slowdown fails it.
+bench/gate_proof.py shows on the GPU that a planted slowdown fails it.
 
-    python3 -m pytest spec_tests/bench/test_bench_gate.py -s
+    python -m pytest bench/tests/test_bench_gate.py -s
 """
 from __future__ import annotations
 
 import pytest
 
-from spec_tests.bench import gate
+from bench import gate
 
 pytestmark = pytest.mark.gpu
 
@@ -20,7 +20,7 @@ def _gpu_is_the_recorded_one():
     name = torch.cuda.get_device_name()
     if "H200" not in name:
         pytest.skip(f"the recorded ratios are H200 numbers; this GPU is {name} (record its own with the "
-                    "benchmark scripts, or use pytest-benchmark's --benchmark-compare-fail, docs/performance.md)")
+                    "benchmark runner, or use pytest-benchmark's --benchmark-compare-fail, docs/performance.md)")
 
 
 @pytest.mark.parametrize("shape", gate.ATTENTION_GATE_SHAPES, ids=lambda s: "-".join(map(str, s)))

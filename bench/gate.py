@@ -9,17 +9,19 @@ apart, so the clock, the driver, the GPU's temperature and the other tenants of 
 cancel out; a plain "ours vs the naive reference" gate with a 10x floor lets a 30 % regression
 through, a ratio to the best peer does not.
 
-Noise bounds (stated, and checked by spec_tests/bench/test_bench_gate_logic.py on synthetic
+Noise bounds (stated, and checked by bench/tests/test_bench_gate_logic.py on synthetic
 numbers): FACTOR = 0.92 (override: INFERSPEC_GATE_FACTOR). The gate then
   * fails any slowdown of our kernel by more than 1 / 0.92 - 1 = 8.7 % in time (a 10 % slowdown,
     time x 1.10, gives ratio x 0.909 < 0.92: FAIL), other things equal;
   * passes run-to-run noise of the ratio up to 8 % (measured on the H200: the same shapes rerun
     with the same kernels reproduced within 1-3 %, docs/performance.md; the gate tests take the
-    median of 3 alternating rounds of do_bench medians).
-A factor of 0.90 (the issue's example) would let a 10 % time slowdown pass (0.909 > 0.90), so it
+    median of 3 alternating rounds of per-round medians, bench.timing.compare).
+A factor of 0.90 would let a 10 % time slowdown pass (0.909 > 0.90), so it
 is not the default. The recorded ratios are computed here from the measured JSON files written by
-the benchmark scripts (never typed by hand): refresh them by re-running the benchmark and
-committing its JSON.
+the benchmark runner (never typed by hand; both the runner's JSON and the files of the scripts
+that came before it are read): refresh them by re-running the benchmark and committing its JSON.
+The measurements themselves are the runner's cases (bench/cases/flash_attention.py, tag ``gate``;
+bench/cases/sampling.py), timed by bench.runner.run_case.
 
 Across sessions the PEER drifts more than 8 %: on the H200, cuDNN's forward at 4 x 16 x 4096 x 128
 bf16 took 0.925 ms when docs/results/attention_h200.json was recorded and 0.826-0.851 ms in a
@@ -28,7 +30,7 @@ the old record (docs/results/gate_proof_h200_run1.json). A gate is therefore hel
 recorded on the same machine: ``record_baseline`` (3 runs, median ratio per shape) writes it and
 ``INFERSPEC_GATE_BASELINE=<its path>`` makes the gate use it; gate_proof.py records one first.
 
-``python3 -m spec_tests.bench.gate`` prints the recorded ratios of every kernel.
+``python -m bench.gate`` prints the recorded ratios of every kernel.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results"
+RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results"
 FACTOR = float(os.environ.get("INFERSPEC_GATE_FACTOR", "0.92"))
 
 # per kernel: its results file, our provider's name, the peers (full implementations of the same
@@ -121,19 +123,38 @@ def record_baseline(runs: int = 3, path: str | os.PathLike | None = None) -> dic
     return base
 
 
+def _runner_json(data: dict) -> bool:
+    return str(data.get("schema", "")).startswith("inferspec-bench/")
+
+
+def attention_times(data: dict) -> dict[str, dict[str, float]]:
+    """shape -> provider -> median ms, from the runner's JSON (flash_attention cases of one head
+    count for Q and KV) or from the rows of the script that came before it (h200_attention.py:
+    pass, dtype, B, H, N, D, causal, provider, ms)."""
+    times: dict[str, dict[str, float]] = {}
+    if _runner_json(data):
+        for c in data["cases"]:
+            p = c.get("params", {})
+            if c.get("concept") != "flash_attention" or "pass_" not in p or p["Hq"] != p["Hkv"]:
+                continue
+            key = attention_shape(p["pass_"], p["dtype"], p["B"], p["Hq"], p["N"], p["D"], p["causal"])
+            for r in c["results"]:
+                if "median_ms" in r:
+                    times.setdefault(key, {})[r["provider"]] = r["median_ms"]
+        return times
+    for r in data["rows"]:
+        if "ms" in r:
+            key = attention_shape(r["pass"], r["dtype"], r["B"], r["H"], r["N"], r["D"], r["causal"])
+            times.setdefault(key, {})[r["provider"]] = r["ms"]
+    return times
+
+
 def recorded_attention(path=None) -> dict[str, Ratio]:
-    """From ``docs/results/attention_h200.json`` (spec_tests/bench/h200_attention.py): rows of
-    (pass, dtype, B, H, N, D, causal, provider, ms); or, when INFERSPEC_GATE_BASELINE is set,
-    from that machine baseline (``record_baseline``)."""
+    """From ``docs/results/attention_h200.json`` (``attention_times``); or, when
+    INFERSPEC_GATE_BASELINE is set, from that machine baseline (``record_baseline``)."""
     if path is None and (mb := _machine_baseline("attention")) is not None:
         return mb
-    data = _load("attention_h200.json", path)
-    times: dict[str, dict[str, float]] = {}
-    for r in data["rows"]:
-        if "ms" not in r:
-            continue
-        key = attention_shape(r["pass"], r["dtype"], r["B"], r["H"], r["N"], r["D"], r["causal"])
-        times.setdefault(key, {})[r["provider"]] = r["ms"]
+    times = attention_times(_load("attention_h200.json", path))
     return {k: best_peer(k, t, "ours", ATTENTION_PEERS) for k, t in times.items()
             if "ours" in t and any(p in t for p in ATTENTION_PEERS)}
 
@@ -195,24 +216,9 @@ def check(measured: dict[str, Ratio], recorded: dict[str, Ratio], factor: float 
     return rep
 
 
-def median_times(fns: dict, rounds: int = 3, bench=None) -> dict[str, float]:
-    """Median over ``rounds`` alternating rounds of ``bench(fn)`` (default: triton's do_bench
-    median, 5 ms warm-up, 25 ms of repeats) for every provider."""
-    if bench is None:
-        import triton
-
-        def bench(fn):
-            return triton.testing.do_bench(fn, warmup=5, rep=25, return_mode="median")
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            times[k].append(bench(fn))
-    return {k: statistics.median(v) for k, v in times.items()}
-
-
 # ----------------------------------------------------------------------------- measuring (CUDA)
 # The shapes the GPU gate tests and gate_proof.py measure: (pass, dtype, N, D, causal) at the
-# recorded batch x N = 16k tokens, heads x D = 2048 (spec_tests/bench/h200_attention.py).
+# recorded batch x N = 16k tokens, heads x D = 2048 (bench/cases/flash_attention.py, tag "gate").
 ATTENTION_GATE_SHAPES = (("fwd", "fp16", 4096, 128, True), ("fwd", "bf16", 4096, 128, False),
                          ("fwd", "fp16", 4096, 64, True), ("bwd", "fp16", 4096, 128, True))
 # A deliberately worse forward tile config per head_dim (from the tile sweep in
@@ -220,62 +226,34 @@ ATTENTION_GATE_SHAPES = (("fwd", "fp16", 4096, 128, True), ("fwd", "bf16", 4096,
 # shipped defaults there), used ONLY by gate_proof.py --slow=tile; the kernel users call never sees it.
 SLOW_FWD_CONFIG = {64: dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, WARP_SPEC=False),
                    128: dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=2, WARP_SPEC=False)}
+# Each gate measurement: 3 alternating rounds; per round 5 ms of warm-up (the first) and 25 ms of calls.
+GATE_TIMING = dict(rounds=3, warmup_ms=5, budget_ms=25)
 
 
-def measure_attention(pass_: str, dtype: str, n: int, d: int, causal: bool, *, slow: str | None = None,
-                      rounds: int = 3) -> Ratio:
-    """Time ours and the SDPA peers on one recorded shape (alternating rounds, do_bench medians)
-    exactly as h200_attention.py records them. ``slow`` plants a slowdown in OUR provider only:
-    "tile" = SLOW_FWD_CONFIG, "extra10" = the same kernel plus ~10 % more work (the kernel run
-    again on ceil(B*H/10) of the heads)."""
-    import math
+def _measure(module, case, ours, ours_name: str, peers, shape: str) -> Ratio:
+    from bench.runner import run_case
+    rec = run_case(module, case, "cuda", timing=GATE_TIMING, providers=(ours,) + tuple(peers), check=False)
+    times = {r["provider"]: r["median_ms"] for r in rec["results"] if "median_ms" in r}
+    if "error" in rec or ours_name not in times:
+        raise RuntimeError(f"{shape}: measurement failed: {rec.get('error')} {rec['results']}")
+    return best_peer(shape, times, ours_name, [p.name for p in peers])
 
-    import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    import optimized.flash_attention as fa
-    from spec_tests.bench.h200_attention import DTYPES, TOKENS, WIDTH, make, ours_fwd
-    b, h = TOKENS // n, WIDTH // d
-    q, k, v = make(b, h, n, d, DTYPES[dtype], requires_grad=pass_ == "bwd")
-    scale = 1 / math.sqrt(d)
-    cfg = SLOW_FWD_CONFIG[d] if slow == "tile" else None
-    n10 = math.ceil(b * h / 10)
-    part = [t.detach().reshape(1, b * h, n, d)[:, :n10] for t in (q, k, v)]
-    fns = {}
-    if pass_ == "fwd":
-        def ours():
-            with torch.no_grad():
-                ours_fwd(q, k, v, causal, cfg)
-                if slow == "extra10":
-                    ours_fwd(*part, causal)
-        fns["ours"] = ours
-        for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
-            def sdpa(backend=backend):
-                with torch.no_grad(), sdpa_kernel(backend):
-                    F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            fns[name] = sdpa
-        times = median_times(fns, rounds)
-    else:
-        if slow is not None:
-            raise ValueError("the planted slowdowns are forward-only")
-        do = torch.randn_like(q)
-        qd, kd, vd = q.detach(), k.detach(), v.detach()
-        out, lse = ours_fwd(qd, kd, vd, causal)
-        fns["ours"] = lambda: fa._flash_backward(do, qd, kd, vd, out, lse, None, None, None, 0, 0, causal,
-                                                 None, scale, None)
-        outs = {}
-        for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
-            with sdpa_kernel(backend):
-                outs[name] = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            fns[name] = lambda o=outs[name]: o.backward(do, retain_graph=True)
-        import triton
-
-        def bench(fn):
-            return triton.testing.do_bench(fn, warmup=5, rep=25, grad_to_none=[q, k, v], return_mode="median")
-        times = median_times(fns, rounds, bench)
-    shape = attention_shape(pass_, dtype, b, h, n, d, causal)
-    return best_peer(shape, times, "ours", ATTENTION_PEERS)
+def measure_attention(pass_: str, dtype: str, n: int, d: int, causal: bool, *, slow: str | None = None) -> Ratio:
+    """Time ours and the SDPA peers on one recorded shape (the runner's flash_attention case of
+    that shape, 3 alternating rounds). ``slow`` plants a slowdown in OUR provider only: "tile" =
+    SLOW_FWD_CONFIG, "extra10" = the same kernel plus ~10 % more work (the kernel run again on
+    ceil(B*H/10) of the heads)."""
+    from bench.cases import flash_attention as fa_cases
+    from bench.runner import P
+    b, h = fa_cases.TOKENS // n, fa_cases.WIDTH // d
+    case = fa_cases.case_named(fa_cases.shape_name(pass_, dtype, b, h, h, n, d, causal))
+    if slow is not None and pass_ != "fwd":
+        raise ValueError("the planted slowdowns are forward-only")
+    options = {None: {}, "tile": dict(config=SLOW_FWD_CONFIG[d]), "extra10": dict(extra_heads=0.1)}[slow]
+    ours = P("ours", "ours", **options)
+    peers = [p for p in case.providers if p.name in ATTENTION_PEERS]
+    return _measure(fa_cases, case, ours, "ours", peers, attention_shape(pass_, dtype, b, h, n, d, causal))
 
 
 def measure_sampling(dist: str, config: str, batch: int = 256, vocab: int = 128256, rounds: int = 15) -> Ratio:
