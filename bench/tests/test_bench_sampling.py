@@ -17,7 +17,7 @@ import torch
 
 from optimized import sampling as fast
 from reference import sampling as ref
-from spec_tests.bench.floors import FLOORS
+from bench.floors import FLOORS
 from spec_tests.bench.sampling_speed import CONFIGS, make_logits
 from spec_tests.sampling.oracles import sampling_oracle
 from spec_tests.sampling.strategies import SamplingCase
