@@ -17,9 +17,10 @@ Tags: ``main`` (batch x N = 16k tokens, heads x D = 2048, N in {1k, 4k, 16k}, D 
 causal and not, fp16 and bf16, forward and backward, plus the matmul ceilings), ``n4096`` (its
 N = 4096 rows), ``gate`` (the regression gate's shapes, bench/gate.py), ``shapes`` (six shapes:
 GQA and many short sequences, with the host-descriptor and persistent forward variants), ``d256``
-(head_dim 256). With ``sweep``: ``tune`` (the tile sweep that chose fwd_config / bwd_config at
-D 64 and 128), the D = 256 sweeps, and the GQA shapes' forward tiles. ``smoke``: tiny CPU shapes
-(the kernels under the Triton interpreter).
+(head_dim 256). Tile sweeps (tagged ``sweep`` too, so they run only when named): ``tune`` (the
+sweep that chose fwd_config / bwd_config at D 64 and 128), ``d256-tiles`` (forward, dK/dV, dQ and
+joint backward tiles at D 256), ``shapes-tiles`` (the GQA shapes' forward tiles). ``smoke``: tiny
+CPU shapes (the kernels under the Triton interpreter).
 """
 from __future__ import annotations
 
@@ -185,18 +186,19 @@ def _declare() -> list[Case]:
         if hkv != hq:
             tiles = ([ours(fwd_cfg(*t)) for t in GQA_FWD] + [ours(fwd_cfg(*t, HOST_DESC=True)) for t in GQA_HOST]
                      + [ours(fwd_cfg(*t, HOST_DESC=True, PERSISTENT=True)) for t in GQA_HOST + GQA_PERSIST_EXTRA])
-            add("fwd", dtype, b, hq, hkv, n, d, causal, (ours(),) + tuple(tiles), ("shapes", "sweep"), suffix=" tiles")
+            add("fwd", dtype, b, hq, hkv, n, d, causal, (ours(),) + tuple(tiles), ("shapes-tiles", "sweep"),
+                suffix=" tiles")
     for causal in (False, True):
         add("fwd", "bf16", 2, 8, 8, 4096, 256, causal, (ours(),) + PEERS, ("d256",))
         add("bwd", "bf16", 2, 8, 8, 4096, 256, causal, (ours(),) + PEERS, ("d256",))
         shipped = fa.bwd_config(256, CUDA)
         sd, sq = (tuple(shipped[k][x] for x in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")) for k in ("dkdv", "dq"))
         add("fwd", "bf16", 2, 8, 8, 4096, 256, causal, (ours(),) + tuple(ours(fwd_cfg(*t)) for t in D256_FWD),
-            ("d256", "sweep"), suffix=" tiles")
+            ("d256-tiles", "sweep"), suffix=" tiles")
         for label, pairs in (("dkdv", [(t, sq) for t in D256_DKDV]), ("dq", [(sd, t) for t in D256_DQ]),
                              ("joint", [(a, q) for a in D256_JOINT_DKDV for q in D256_JOINT_DQ])):
             add("bwd", "bf16", 2, 8, 8, 4096, 256, causal, (ours(),) + tuple(ours(bwd_cfg(*pq)) for pq in pairs),
-                ("d256", "sweep"), suffix=f" tiles {label}")
+                ("d256-tiles", "sweep"), suffix=f" tiles {label}")
     for d in (64, 128):
         b4, h = TOKENS // 4096, WIDTH // d
         for causal in (False, True):

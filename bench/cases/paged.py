@@ -152,7 +152,7 @@ def _speed(pool: int, n_ops: int = N_OPS, tags=(), with_ref: bool = True, suffix
 
 
 CASES = ([_speed(pool, with_ref=pool < 1_000_000) for pool in POOLS]
-         + [_speed(1_000_000, tags=("reference-1m",), suffix=", with the reference")]
+         + [_speed(1_000_000, tags=("reference-1m", "long"), suffix=", with the reference")]
          + [Case(f"waste: {name}", dict(distribution=name, requests=N_REQUESTS, batch=BATCH, max_len=MAX_LEN,
                                         block_size=BLOCK_SIZE), (P("simulate"),), metric="value", devices=("cpu",))
             for name in DISTRIBUTIONS]

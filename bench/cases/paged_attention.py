@@ -16,8 +16,9 @@ Bandwidth = KV bytes (2 x B x N x 8 x 128 x 2 B) / time; CUDA events, L2 flushed
 medians. Ceilings in the same run: a 2 GiB device-to-device copy (bytes read + written) and a
 2 GiB bf16 read (``torch.sum``). Correctness first: two sequences against the float64 oracle
 (tolerance rule), every sequence against SDPA-cuDNN (max difference recorded).
-Tags: ``splits`` (the split counts around the planner's choice), ``sweep`` (BLOCK_N x warps x
-stages x split counts), ``smoke`` (tiny CPU shapes, the kernels under the Triton interpreter).
+Tags: ``ceiling``, ``splits`` (the split counts around the planner's choice), ``tiles`` (with
+``sweep``: BLOCK_N x warps x stages x split counts), ``smoke`` (tiny CPU shapes, the kernels under
+the Triton interpreter).
 """
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ CASES = (
                     suffix=" splits") for b, n in SHAPES]
     + [_decode_case(b, n, [P(f"ours BLOCK_N {bn} w{w} s{st} splits={sp}", "ours", graph=True, splits=sp,
                              config=dict(BLOCK_N=bn, num_warps=w, num_stages=st, min_tiles=1))
-                           for bn, w, st in SWEEP for sp in SWEEP_SPLITS[(b, n)]], ("sweep",), suffix=" tiles")
+                           for bn, w, st in SWEEP for sp in SWEEP_SPLITS[(b, n)]], ("tiles", "sweep"), suffix=" tiles")
        for b, n in SHAPES]
     + [_decode_case(2, 80, [P("ours (eager)", "ours"), P("ours splits=2", "ours", splits=2), P("ours (call)", "call"),
                             P("reference", "reference")], ("smoke",), devices=("cpu",), q_heads=4, kv_heads=2,

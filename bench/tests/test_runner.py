@@ -35,13 +35,18 @@ def test_cases_are_well_formed(concept):
 def test_selection_rules():
     C, P = runner.Case, runner.P
     cases = [C("a", {}, (P("x"),)), C("b", {}, (P("x"),), tags=("main",)), C("c", {}, (P("x"),), tags=("sweep",)),
-             C("d", {}, (P("x"),), tags=("smoke",)), C("e", {}, (P("x"),), tags=("main", "sweep"))]
+             C("d", {}, (P("x"),), tags=("smoke",)), C("e", {}, (P("x"),), tags=("tune", "sweep"))]
     names = lambda cs: [c.name for c in cs]  # noqa: E731
     assert names(runner.select(cases)) == ["a", "b"]                    # sweep and smoke only when named
     assert names(runner.select(cases, tags=["main"])) == ["b"]
+    assert names(runner.select(cases, tags=["tune"])) == ["e"]          # by a tag of its own
     assert names(runner.select(cases, tags=["main", "sweep"])) == ["b", "c", "e"]
     assert names(runner.select(cases, tags=["smoke"])) == ["d"]
     assert names(runner.select(cases, names=["c", "d"], tags=["sweep", "smoke"])) == ["c", "d"]
+    for concept in runner.concepts():        # a sweep is never selected by the tag of the set it extends
+        for c in runner.load(concept).CASES:
+            if set(runner.EXPLICIT_TAGS) & set(c.tags):
+                assert not {"main", "shapes", "d256", "n4096", "gate", "splits"} & set(c.tags), c.name
     with pytest.raises(ValueError, match="needs the work"):
         C("f", {}, (P("x"),), metric="TFLOP/s")
 
