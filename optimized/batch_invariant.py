@@ -10,7 +10,7 @@ reference/batch_invariant.py, fast.
   leaves every element's bits unchanged (the tensor-core instruction adds an element's K-group in
   the same order whatever the tile) was measured on the H200 for 8 bfloat16 and 4 float32 tile
   shapes, M in {1, 16, 129, 300, 512}, all bitwise equal to the shipped tile
-  (spec_tests/bench/bi_tile_probe.py, docs/results/bi_tile_probe_h200.json), and is checked on
+  (bench/cases/batch_invariant.py, tag tile-probe; docs/results/bi_tile_probe_h200.json), and is checked on
   every GPU run by ``test_matmul_tile_choice_keeps_bits`` and the 1-vs-129-rows invariance
   property, which crosses ``SMALL_M``.
 * ``rms_norm``, ``log_softmax``, ``softmax``: one program per row; the row is read in chunks of

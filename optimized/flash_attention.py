@@ -423,10 +423,10 @@ def _block_d(head_dim: int) -> int:
 def fwd_config(head_dim: int, causal: bool, device: torch.device, n_q: int = 4096) -> dict:
     """Tile sizes of the forward kernel. Under the interpreter tiles are small so that the short
     test sequences still cross several tiles (the online-softmax rescale, the masked/unmasked
-    split and the ragged tail all run). On the GPU: the winners of the H200 sweep in
-    spec_tests/bench/h200_attention.py (--tune; numbers in docs/performance.md), and HOST_DESC
-    (host-built descriptors, module doc) for n_q <= 4096: in the H200 run of
-    spec_tests/bench/attention_issue14_shapes.py it gained 3-51 % at N = 512-4096 (176 -> 266
+    split and the ragged tail all run). On the GPU: the winners of the H200 tile sweep
+    (bench/cases/flash_attention.py, tag tune; numbers in docs/performance.md), and HOST_DESC
+    (host-built descriptors, module doc) for n_q <= 4096: in the H200 run of the six GQA and
+    short-sequence shapes (tag shapes) it gained 3-51 % at N = 512-4096 (176 -> 266
     TFLOP/s at 32 x 32/8 x 512) and lost 11 % at 1 x 16 x 16k causal, with the same bits."""
     if device.type != "cuda":
         return dict(BLOCK_M=32, BLOCK_N=16, num_warps=4, num_stages=1, WARP_SPEC=False)
@@ -440,7 +440,7 @@ def _fwd_tiles(head_dim: int, causal: bool, n_q: int) -> dict:
         if causal or n_q <= 1024:
             return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, WARP_SPEC=False)
         return dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3, WARP_SPEC=False)
-    # head_dim 129..256: the D = 256 sweep (spec_tests/bench/attention_d256_sweep.py, H200, bf16,
+    # head_dim 129..256: the D = 256 sweep (bench/cases/flash_attention.py, tag d256-tiles; H200, bf16,
     # 2 x 8 x 4096): 64 x 64, 3 stages 417 / 532 TFLOP/s causal / full vs 328 / 445 for 64 x 32, 2 stages
     return dict(BLOCK_M=64, BLOCK_N=64, num_warps=4, num_stages=3, WARP_SPEC=False)
 
@@ -457,7 +457,7 @@ def bwd_config(head_dim: int, device: torch.device) -> dict:
     if head_dim <= 128:
         return dict(dkdv=dict(BLOCK_M=64, BLOCK_N=128, num_warps=8, num_stages=2),
                     dq=dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=2))
-    # head_dim 129..256, from the D = 256 sweeps (attention_d256_sweep.py --joint, H200 bf16
+    # head_dim 129..256, from the D = 256 sweeps (the joint backward tiles of tag d256-tiles, H200 bf16
     # 2 x 8 x 4096: 182 / 196 TFLOP/s causal / full, against 99 / 105 for the old guess)
     return dict(dkdv=dict(BLOCK_M=64, BLOCK_N=64, num_warps=8, num_stages=1),
                 dq=dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=1))

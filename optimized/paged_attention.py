@@ -182,7 +182,7 @@ def decode_config(head_dim: int, device: torch.device) -> dict:
     """Tile and split parameters. Under the interpreter the tiles are small and splits are cut
     after a single tile, so the short test contexts cross many tiles and many splits (the merge,
     the partial last tile and empty splits all run). On the GPU: BLOCK_N keys per tile, warps and
-    pipeline stages from the H200 sweep of spec_tests/bench/paged_attention_h200.py (64, 4, 2 were
+    pipeline stages from the H200 sweep of bench/cases/paged_attention.py (tag tiles; 64, 4, 2 were
     best at every measured shape; docs/paged_attention.md), about 4 x SMs programs in all."""
     if device.type != "cuda":
         return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)

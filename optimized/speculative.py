@@ -23,10 +23,10 @@ It sums in a different order than torch.cumsum, so it certifies each token by a 
 and flags the rows it cannot certify (and empty residuals); exactly those rows are redrawn by
 the torch code (``_draw_torch``), so the tokens stay the reference's. It has passed the
 speculative spec under the Triton interpreter and compiles for sm_90, but has not run natively
-on a GPU yet: ``spec_tests/bench/speculative_speed.py --device cuda`` checks both paths against
+on a GPU yet: ``python -m bench run --concept speculative`` on a GPU checks both paths against
 the reference, token for token, and times them; INFERSPEC_SPECULATIVE_TRITON=0 turns it off.
 
-Numbers: docs/speculative.md (spec_tests/bench/speculative_speed.py).
+Numbers: docs/speculative.md (bench/cases/speculative.py).
 """
 from __future__ import annotations
 
