@@ -24,7 +24,7 @@ FLOORS = {
     # alone and 2.37x with them under load: the floor is 1.5, still failing a per-row loop (~1x).
     "speculative.cpu_64x4x32000": 1.5,
     # block allocator, 2-core CPU (docs/paged.md): optimized vs reference on the first 3,000
-    # operations at a pool of 100k blocks, measured 64-90x (the target: 20x); and a
+    # operations at a pool of 100k blocks, measured 64-90x (the target: 20x); and a
     # ceiling, not a floor: optimized time per operation at 1M blocks / at 1k, measured ~1.0.
     "paged.ops_100k_blocks": 20.0,
     "paged.flat_1k_to_1m": 2.0,
