@@ -34,7 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.registry import CONCEPTS, DOCS_DIR, Concept
+from conformance.registry import CONCEPTS, DOCS_DIR, Concept, optimized_path
 
 CONTRACT = ("<!-- contract:begin -->", "<!-- contract:end -->")
 INDEX = ("<!-- concepts:begin -->", "<!-- concepts:end -->")
@@ -107,7 +107,7 @@ def index_tables() -> str:
     for module in sorted(by_module):
         out += ["", f"### {module}", "| concept | page | lessons | optimized | mutants |", "|---|---|---|---|---|"]
         for c in by_module[module]:
-            opt = f"`optimized/{c.id}.py`" if c.has_optimized else "—"
+            opt = f"`{optimized_path(c.id)}`" if c.has_optimized else "—"
             out.append(f"| `{c.id}` — {c.title} | [{c.id}.md]({c.id}.md) | {', '.join(c.lessons)} | "
                        f"{opt} | {len(mutants.table(c.id))} |")
     return "\n".join(out)

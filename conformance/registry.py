@@ -5,7 +5,7 @@ For concept ``X`` everything lives in four places, named by the id once (the fol
 
     reference/X.py     the contract: ``__all__`` lists the required names, ``__optional__`` the
                        names checked when an implementation provides them
-    optimized/X.py     the fast counterpart, when there is one (same names)
+    optimized/X.py     the fast counterpart, when there is one (same names; or a package optimized/X/)
     spec_tests/X/      metadata (``__init__.py``), strategies, oracles, ``test_*.py``, ``mutants.py``
     docs/X.md          the page (its contract table is generated: ``inferspec docs``)
 
@@ -104,6 +104,16 @@ def _qualified(cid: str, names) -> tuple[str, ...]:
     return tuple(f"{cid}.{n}" for n in names)
 
 
+def optimized_path(cid: str) -> str | None:
+    """Where concept ``cid``'s optimized counterpart lives: ``optimized/<cid>.py``, or the package
+    ``optimized/<cid>/`` of a counterpart in several modules; None when there is none."""
+    if (ROOT / "optimized" / f"{cid}.py").exists():
+        return f"optimized/{cid}.py"
+    if (ROOT / "optimized" / cid / "__init__.py").exists():
+        return f"optimized/{cid}/"
+    return None
+
+
 def _build(cid: str, info: ConceptInfo) -> Concept:
     ref = importlib.import_module(f"reference.{cid}")
     return Concept(
@@ -111,7 +121,7 @@ def _build(cid: str, info: ConceptInfo) -> Concept:
         contract=_qualified(cid, getattr(ref, "__all__", ())),
         optional=_qualified(cid, getattr(ref, "__optional__", ())),
         vocabulary=tuple(info.vocabulary), lessons=tuple(info.lessons), chapters=tuple(info.chapters),
-        module=info.module, has_optimized=(ROOT / "optimized" / f"{cid}.py").exists(),
+        module=info.module, has_optimized=optimized_path(cid) is not None,
         docs=f"docs/{cid}.md")
 
 

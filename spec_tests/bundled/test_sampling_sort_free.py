@@ -1,13 +1,16 @@
-"""The sort-free Triton sampler of optimized/sampling.py (optimized/_sampling_triton.py:
-sort_free), forced on at small vocabularies so the CPU interpreter runs it: against the
-reference, token for token with the same uniforms and kept set for kept set, on the cases where
-a threshold search can go wrong -- ties straddling the top-k and top-p cuts, -inf tokens, a
-single finite token, dynamic ranges from 1e-30 to 1e4, vocab 1, greedy rows, bad rows. Private
-helper of the bundled code: never run against a submission (the contract: spec_tests/sampling/;
-to run that whole spec through this path on the CPU: INFERSPEC_SAMPLING_TRITON=1 pytest
-spec_tests/sampling --impl optimized -- 88 s with the one-program schedule; with the split schedule
-(the default) the interpreter runs every chunk program and every threshold bisection one at a time,
-and that run did not end within 20 minutes on a 2-core machine: on a GPU it runs natively)."""
+"""The sort-free Triton sampler of optimized/sampling/ (its two schedules: one_program.py, one
+program per row, and split_row.py, each row split over several programs), chosen by
+``dispatch.sample(..., schedule=...)`` at small vocabularies so that the CPU interpreter runs it:
+against the reference, token for token with the same uniforms and kept set for kept set, on the
+cases where a threshold search can go wrong -- ties straddling the top-k and top-p cuts, -inf
+tokens, a single finite token, dynamic ranges from 1e-30 to 1e4, vocab 1, greedy rows, bad rows.
+Helpers of the bundled code: never run against a submission (the contract: spec_tests/sampling/).
+To run that whole spec through one schedule, check a file that binds it, e.g. one holding
+``def sample(*a, **k): return dispatch.sample(*a, schedule="one-program", **k)`` and the same for
+``sampling_probs`` (``pytest spec_tests/sampling --impl that_file.py``): on the CPU 88 s with the
+one-program schedule; with the split schedule the interpreter runs every chunk program and every
+threshold bisection one at a time, and that run did not end within 20 minutes on a 2-core machine;
+on a GPU both run natively, and the default schedule there is the split one."""
 from __future__ import annotations
 
 import math
@@ -15,8 +18,9 @@ import math
 import pytest
 import torch
 
-import optimized.sampling as opt
 import reference.sampling as ref
+from optimized.sampling import dispatch, one_program, split_row
+from optimized.sampling.config import OneProgramConfig, split_default
 from reference.sampling import SamplingParams
 from spec_tests.bundled._sm90 import assert_compiles_for_sm90
 from spec_tests.sampling.oracles import assert_clear_of_rounding
@@ -25,19 +29,32 @@ pytestmark = pytest.mark.concept("sampling")
 triton = pytest.importorskip("triton")
 
 
+class Scheduled:
+    """optimized.sampling's two contract functions at one Triton schedule (dispatch's keyword
+    argument), each call checked to reach that schedule (not the torch fallback)."""
+
+    def __init__(self, schedule: str):
+        self.schedule = schedule
+
+    def sample(self, x, *args, **kwargs):
+        assert dispatch.triton_schedule(x, self.schedule) == self.schedule
+        return dispatch.sample(x, *args, schedule=self.schedule, **kwargs)
+
+    def sampling_probs(self, x, *args, **kwargs):
+        assert dispatch.triton_schedule(x, self.schedule) == self.schedule
+        return dispatch.sampling_probs(x, *args, schedule=self.schedule, **kwargs)
+
+
 @pytest.fixture(params=["split", "one-program"])
-def sort_free(monkeypatch, request):
-    """Route CPU tensors through the kernel (the Triton interpreter), with each schedule: rows
-    split over several programs (optimized/_sampling_split.py, at its INTERPRET_CONFIG: several
-    passes, gathers and one-program redos on these small rows) or one program per row. On a machine
-    without the interpreter on (a GPU machine), the sampling spec with INFERSPEC_SAMPLING_TRITON=1
-    runs the kernel natively instead."""
-    import os
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        pytest.skip("CPU tensors reach the kernel only under TRITON_INTERPRET=1; natively run "
-                    "INFERSPEC_SAMPLING_TRITON=1 pytest spec_tests/sampling")
-    monkeypatch.setattr(opt, "SORT_FREE", "1")
-    monkeypatch.setattr(opt, "SORT_FREE_SPLIT", request.param == "split")
+def sampler(request):
+    """CPU tensors through the kernel (the Triton interpreter), with each schedule: rows split
+    over several programs (split_row.py, at config.SPLIT_INTERPRETER: several passes, gathers and
+    one-program redos on these small rows) or one program per row. On a machine without the
+    interpreter on (a GPU machine) the sampling spec runs the kernel natively instead."""
+    if not dispatch.interpreter_on():
+        pytest.skip("CPU tensors reach the kernel only under TRITON_INTERPRET=1; natively the "
+                    "sampling spec runs it (pytest spec_tests/sampling)")
+    return Scheduled(request.param)
 
 
 def _rows(kind: str, b: int, vocab: int, g) -> torch.Tensor:
@@ -75,8 +92,8 @@ def _equality_cases():
             yield pytest.param(schedule, vocab, kind, marks=marks, id=f"{schedule}-{vocab}-{kind}")
 
 
-@pytest.mark.parametrize("sort_free,vocab,kind", list(_equality_cases()), indirect=["sort_free"])
-def test_sort_free_equals_reference(sort_free, kind, vocab):
+@pytest.mark.parametrize("sampler,vocab,kind", list(_equality_cases()), indirect=["sampler"])
+def test_sort_free_equals_reference(sampler, kind, vocab):
     """Same probabilities (kept set and values) and the same token for the same uniforms. The
     kernel's exp and sums are not the reference's (nor the same on every CPU), so exact equality
     stands on the inputs being clear of rounding (checked; "tiny" is exact by construction: every
@@ -87,38 +104,38 @@ def test_sort_free_equals_reference(sort_free, kind, vocab):
     u = torch.rand(6, generator=g, dtype=torch.float64)
     if kind != "tiny":
         assert_clear_of_rounding(x, p, u)
-    assert torch.equal(opt.sample(x, p, uniforms=u), ref.sample(x, p, uniforms=u))
-    pr, po = ref.sampling_probs(x, p), opt.sampling_probs(x, p)
+    assert torch.equal(sampler.sample(x, p, uniforms=u), ref.sample(x, p, uniforms=u))
+    pr, po = ref.sampling_probs(x, p), sampler.sampling_probs(x, p)
     assert torch.equal(pr > 0, po > 0)
     torch.testing.assert_close(po, pr, rtol=0, atol=1e-6)
 
 
-def test_ties_straddling_the_cuts_are_kept_together(sort_free):
+def test_ties_straddling_the_cuts_are_kept_together(sampler):
     """Top-k 2 on [3, 3, 3, 0]: the tie crossing the 2nd place keeps all three; top-p 0.4 on four
     equal tokens (the cut falls inside the tie group) keeps all four; top-p 0.5 on [a, b, b] with
     q = [0.5, 0.25, 0.25] keeps a only (mass above b is 0.5, not < 0.5)."""
     x = torch.tensor([[3.0, 3.0, 3.0, 0.0], [1.0, 1.0, 1.0, 1.0], [math.log(2.0), 0.0, 0.0, -math.inf]])
     p = SamplingParams(top_k=[2, 0, 0], top_p=[1.0, 0.4, 0.5])
-    probs = opt.sampling_probs(x, p)
+    probs = sampler.sampling_probs(x, p)
     assert (probs > 0).tolist() == [[True, True, True, False], [True] * 4, [True, False, False, False]]
     assert torch.equal(probs > 0, ref.sampling_probs(x, p) > 0)
     for uu in (0.0, 0.3, 0.6, 0.999):
         u = torch.full((3,), uu, dtype=torch.float64)
-        assert torch.equal(opt.sample(x, p, uniforms=u), ref.sample(x, p, uniforms=u))
+        assert torch.equal(sampler.sample(x, p, uniforms=u), ref.sample(x, p, uniforms=u))
 
 
-def test_edges_vocab_one_greedy_single_finite(sort_free):
+def test_edges_vocab_one_greedy_single_finite(sampler):
     x = torch.tensor([[0.5], [-2.0]])
     u = torch.tensor([0.7, 0.1], dtype=torch.float64)
-    assert opt.sample(x, SamplingParams(top_k=1, top_p=0.1), uniforms=u).tolist() == [0, 0]
+    assert sampler.sample(x, SamplingParams(top_k=1, top_p=0.1), uniforms=u).tolist() == [0, 0]
     x = torch.tensor([[1.0, 5.0, 5.0, 2.0], [-math.inf, -math.inf, 4.0, -math.inf]])
     p = SamplingParams(temperature=[0.0, 1.0], top_k=[0, 3], top_p=[1.0, 0.2])
-    assert opt.sample(x, p, uniforms=torch.tensor([0.9, 0.9], dtype=torch.float64)).tolist() == [1, 2]
-    assert torch.equal(opt.sampling_probs(x, p), ref.sampling_probs(x, p))
+    assert sampler.sample(x, p, uniforms=torch.tensor([0.9, 0.9], dtype=torch.float64)).tolist() == [1, 2]
+    assert torch.equal(sampler.sampling_probs(x, p), ref.sampling_probs(x, p))
 
 
 @pytest.mark.parametrize("bad,word", [(math.nan, "NaN"), (math.inf, "+inf"), (-math.inf, "every token")])
-def test_bad_rows_are_named_and_leave_the_generator(sort_free, bad, word):
+def test_bad_rows_are_named_and_leave_the_generator(sampler, bad, word):
     x = torch.randn(3, 20, generator=torch.Generator().manual_seed(0))
     if bad == -math.inf:
         x[1] = -math.inf
@@ -127,34 +144,35 @@ def test_bad_rows_are_named_and_leave_the_generator(sort_free, bad, word):
     g = torch.Generator().manual_seed(5)
     before = g.get_state()
     with pytest.raises(ValueError, match="row 1") as info:
-        opt.sample(x, SamplingParams(top_p=0.9), g)
+        sampler.sample(x, SamplingParams(top_p=0.9), g)
     assert word in str(info.value) and torch.equal(g.get_state(), before)
 
 
-def test_seeded_draw_is_the_contracts(sort_free):
+def test_seeded_draw_is_the_contracts(sampler):
     """With a generator: the same tokens as the reference with the same seed (one float64 per row)."""
     x = torch.randn(5, 64, generator=torch.Generator().manual_seed(1)) * 2
     p = SamplingParams(temperature=0.8, top_k=20, top_p=0.9)
     assert_clear_of_rounding(x, p, torch.rand(5, generator=torch.Generator().manual_seed(9), dtype=torch.float64))
-    a = opt.sample(x, p, torch.Generator().manual_seed(9))
+    a = sampler.sample(x, p, torch.Generator().manual_seed(9))
     b = ref.sample(x, p, torch.Generator().manual_seed(9))
     assert torch.equal(a, b)
 
 
+def _device_or_skip():
+    if dispatch.interpreter_on():
+        return "cpu"                                     # the interpreter runs CPU tensors
+    if torch.cuda.is_available():
+        return "cuda"
+    pytest.skip("no GPU and no interpreter: the kernel cannot run")
+
+
 @pytest.mark.parametrize("cap", [16, 1024])
 def test_gathered_and_row_paths_agree(cap):
-    """The top-k search's gathered finish (CAP) and its row path give the same thresholds and
-    tokens: CAP 16 leaves most of a 300-token row to the row passes, 1024 gathers at once."""
-    import os
-
-    from optimized._sampling_triton import sort_free
+    """The top-k search's gathered finish (gather_cap) and its row path give the same thresholds
+    and tokens: a gather cap of 16 leaves most of a 300-token row to the row passes, 1024 gathers
+    at once."""
     from reference.sampling import resolve_params
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        dev = "cpu"                                      # the interpreter runs CPU tensors
-    elif torch.cuda.is_available():
-        dev = "cuda"
-    else:
-        pytest.skip("no GPU and no interpreter: the kernel cannot run")
+    dev = _device_or_skip()
     g = torch.Generator().manual_seed(cap)
     x = torch.cat([torch.randn(3, 300, generator=g) * 3, torch.randint(-2, 3, (3, 300), generator=g).float()])
     p = SamplingParams(temperature=0.9, top_k=[1, 7, 40, 2, 30, 299], top_p=[1.0, 0.7, 0.9, 1.0, 0.5, 0.95],
@@ -164,13 +182,13 @@ def test_gathered_and_row_paths_agree(cap):
     want = ref.sample(x, p, uniforms=u)
     x, u = x.to(dev), u.to(dev)
     rows = resolve_params(p, 6, 300, torch.float32, dev)
-    tok, status, _, thr = sort_free(x, rows.temperature, rows.top_k, rows.top_p, rows.min_p, u,
-                                    config=dict(CAP=cap, BLOCK=128))
-    assert status.tolist() == [0] * 6
-    assert torch.equal(tok.cpu(), want)
-    _, _, _, thr_row = sort_free(x, rows.temperature, rows.top_k, rows.top_p, rows.min_p, None,
-                                 config=dict(CAP=16 if cap == 1024 else 1024, BLOCK=128))
-    assert torch.equal(thr, thr_row)
+    params = (rows.temperature, rows.top_k, rows.top_p, rows.min_p)
+    got = one_program.sort_free(x, *params, u, config=OneProgramConfig(block=128, gather_cap=cap))
+    assert got.status.tolist() == [0] * 6
+    assert torch.equal(got.tokens.cpu(), want)
+    other_cap = 16 if cap == 1024 else 1024
+    other = one_program.sort_free(x, *params, None, config=OneProgramConfig(block=128, gather_cap=other_cap))
+    assert torch.equal(got.threshold, other.threshold)
 
 
 @pytest.mark.slow
@@ -178,48 +196,40 @@ def test_gathered_and_row_paths_agree(cap):
 def test_kernel_compiles_for_sm90(vocab_one):
     """The kernel compiles for an H100/H200 (sm_90) without a GPU: catches what the interpreter
     accepts and the compiler does not (globals, loop-carried types). Triton specialises an int
-    argument equal to 1 into a constant, so a vocabulary of 1 (V = stride = 1) is its own
+    argument equal to 1 into a constant, so a vocabulary of 1 (vocab = stride = 1) is its own
     compilation (it failed on the H200 once: ``V.to`` on a Python int)."""
-    ints = "'stride':'constexpr','V':'constexpr'" if vocab_one else "'stride':'i32','V':'i32'"
-    extra = ",'stride':1,'V':1" if vocab_one else ""
+    ints = "'stride':'constexpr','vocab':'constexpr'" if vocab_one else "'stride':'i32','vocab':'i32'"
+    extra = ",'stride':1,'vocab':1" if vocab_one else ""
     code = ("from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource; import triton;"
-            "import optimized._sampling_triton as m;"
-            "sig={'x_ptr':'*fp32'," + ints + ",'temp_ptr':'*fp32','k_ptr':'*i64','p_ptr':'*fp32',"
-            "'minp_ptr':'*fp32','u_ptr':'*fp64','tok_ptr':'*i64','status_ptr':'*i32','m_ptr':'*fp32',"
-            "'thr_ptr':'*i32','gz_ptr':'*fp32','gi_ptr':'*i32','HAS_U':'constexpr','BLOCK':'constexpr',"
-            "'PP':'constexpr','CAP':'constexpr'};"
-            "c=m.SORT_FREE_CONFIG;"
-            "triton.compile(ASTSource(fn=m._sort_free_kernel, signature=sig, constexprs={'HAS_U': True,"
-            "'BLOCK': c['BLOCK'], 'PP': c['PP'], 'CAP': c['CAP']" + extra + "}), target=GPUTarget('cuda', 90, 32),"
-            "options=dict(num_warps=c['num_warps']))")
+            "import optimized.sampling.one_program as m; from optimized.sampling.config import OneProgramConfig;"
+            "sig={'x_ptr':'*fp32'," + ints + ",'temperature_ptr':'*fp32','top_k_ptr':'*i64','top_p_ptr':'*fp32',"
+            "'min_p_ptr':'*fp32','uniform_ptr':'*fp64','token_ptr':'*i64','status_ptr':'*i32','row_max_ptr':'*fp32',"
+            "'threshold_ptr':'*i32','gathered_z_ptr':'*fp32','gathered_id_ptr':'*i32','HAS_UNIFORMS':'constexpr',"
+            "'BLOCK':'constexpr','PIVOTS':'constexpr','GATHER_CAP':'constexpr'};"
+            "c=OneProgramConfig();"
+            "triton.compile(ASTSource(fn=m.sort_free_kernel, signature=sig, constexprs={'HAS_UNIFORMS': True,"
+            "'BLOCK': c.block, 'PIVOTS': c.pivots, 'GATHER_CAP': c.gather_cap" + extra + "}),"
+            "target=GPUTarget('cuda', 90, 32), options=dict(num_warps=c.num_warps))")
     assert_compiles_for_sm90(code)
 
 
-def _device_or_skip():
-    import os
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return "cpu"                                     # the interpreter runs CPU tensors
-    if torch.cuda.is_available():
-        return "cuda"
-    pytest.skip("no GPU and no interpreter: the kernel cannot run")
-
-
-@pytest.mark.parametrize("cfg", [pytest.param(dict(SPLIT=4, BLOCK=32, CAP=16, NPASS=8, PP=8),  # ends on the row
-                                              id="passes", marks=pytest.mark.heavy),        # ~20 s interpreted
-                                 pytest.param(dict(SPLIT=3, BLOCK=16, CAP=64, NPASS=1, PP=4),  # gathers, or redone
-                                              id="gather-or-redo", marks=pytest.mark.heavy),
-                                 pytest.param(dict(SPLIT=1, BLOCK=128, CAP=16, NPASS=0),       # every row redone
-                                              id="all-redone")])
-def test_split_schedule_equals_one_program(cfg, monkeypatch):
+@pytest.mark.parametrize("changes", [
+    pytest.param(dict(programs_per_row=4, block=32, gather_cap=16, search_passes=8, pivots=8),  # ends on the row
+                 id="passes", marks=pytest.mark.heavy),                                     # ~20 s interpreted
+    pytest.param(dict(programs_per_row=3, block=16, gather_cap=64, search_passes=1, pivots=4),  # gathers, or redone
+                 id="gather-or-redo", marks=pytest.mark.heavy),
+    pytest.param(dict(programs_per_row=1, block=128, gather_cap=16, search_passes=0),          # every row redone
+                 id="all-redone")])
+def test_split_schedule_equals_one_program(changes):
     """The split schedule gives the one-program kernel's thresholds and status and the reference's
     tokens, whichever way a row ends: on the row after several passes, in a gather, or redone by
-    the one-program kernel after NPASS passes (counted: each config reaches the way it names)."""
-    import optimized._sampling_split as split
-    from optimized._sampling_triton import sort_free
+    the one-program kernel after its search passes (counted: each config reaches the way it
+    names). ``changes`` apply to the device's default SplitConfig."""
+    import dataclasses
+
     from reference.sampling import resolve_params
     dev = _device_or_skip()
-    redone = []
-    monkeypatch.setattr(split, "sort_free", lambda x, *a, **k: redone.append(x.shape[0]) or sort_free(x, *a, **k))
+    config = dataclasses.replace(split_default(dev), **changes)
     g = torch.Generator().manual_seed(11)
     x = torch.cat([_rows("randn", 6, 300, g), _rows("ints", 6, 300, g)])
     p = SamplingParams(**{k: v * 2 for k, v in PARAMS.items()})
@@ -229,38 +239,43 @@ def test_split_schedule_equals_one_program(cfg, monkeypatch):
     x, u = x.to(dev), u.to(dev)
     rows = resolve_params(p, 12, 300, torch.float32, dev)
     args = (x, rows.temperature, rows.top_k, rows.top_p, rows.min_p)
-    tok, status, _, thr = split.sort_free_split(*args, u, config=cfg)
-    _, status1, _, thr1 = sort_free(*args, None)
-    assert torch.equal(tok.cpu(), want)
-    assert torch.equal(status.cpu(), status1.cpu()) and torch.equal(thr.cpu(), thr1.cpu())
-    _, _, _, thr_p = split.sort_free_split(*args, None, config=cfg)       # sampling_probs' call
-    assert torch.equal(thr_p.cpu(), thr1.cpu())
-    if cfg["NPASS"] == 0:
+    split = split_row.sort_free(*args, u, config=config)
+    one = one_program.sort_free(*args, None)
+    assert torch.equal(split.tokens.cpu(), want)
+    assert torch.equal(split.status.cpu(), one.status.cpu()) and torch.equal(split.threshold.cpu(), one.threshold.cpu())
+    probs_call = split_row.sort_free(*args, None, config=config)             # sampling_probs' call
+    assert torch.equal(probs_call.threshold.cpu(), one.threshold.cpu())
+    redone = [split.rows_redone, probs_call.rows_redone]
+    if config.search_passes == 0:
         assert redone == [12, 12]
-    elif cfg["NPASS"] == 8:
+    elif config.search_passes == 8:
         # rows do end in the split passes (a split path that never finished would hide behind the
-        # redo); at CAP 16 some need more than 8: an exact key without a gather (k = 50 > CAP, or a
-        # tie group larger than CAP at the cut) takes ~10 passes of 9-way bisection of the key bits
+        # redo); at gather cap 16 some need more than 8: an exact key without a gather (k = 50 >
+        # the cap, or a tie group larger than the cap at the cut) takes ~10 passes of 9-way
+        # bisection of the key bits
         assert sum(redone) < 24, redone
 
 
 @pytest.mark.slow
 def test_split_kernels_compile_for_sm90():
     """Every kernel of the split schedule compiles for an H100/H200 (sm_90) without a GPU, at the
-    CUDA config and at a vocabulary of 1 (one chunk: S and V become constants)."""
+    CUDA config and at a vocabulary of 1 (one chunk: n_chunks and vocab become constants)."""
     code = (
         "from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource; import triton\n"
-        "import optimized._sampling_split as m\n"
-        "ptr = dict(x_ptr='*fp32', pf_ptr='*fp32', pi_ptr='*i32', st_ptr='*i32', sf_ptr='*fp32', tok_ptr='*i64',"
-        " temp_ptr='*fp32', k_ptr='*i64', p_ptr='*fp32', minp_ptr='*fp32', u_ptr='*fp64', pc_ptr='*i32',"
-        " pcx_ptr='*i32', pfx_ptr='*fp32', goff_ptr='*i32', gz_ptr='*fp32', gi_ptr='*i32', ws_ptr='*fp32',"
-        " lp_ptr='*i32', stride='i32', V='i32', L='i32', S='i32')\n"
-        "c = m.SPLIT_CONFIG\n"
-        "for const in (dict(BLOCK=c['BLOCK'], PP=c['PP'], CAP=c['CAP'], SP=16, HAS_U=True),"
-        " dict(BLOCK=16, PP=12 - c['PP'], CAP=16, SP=2, HAS_U=False, V=1, stride=1, S=1)):\n"
-        "    for k in (m._scan_kernel, m._init_kernel, m._pass_kernel, m._decide_kernel, m._gather_kernel,"
-        " m._finish_kernel, m._mass_kernel, m._draw_kernel):\n"
+        "import optimized.sampling.split_row as m\n"
+        "from optimized.sampling.config import SplitConfig\n"
+        "ptr = dict(x_ptr='*fp32', scan_float_ptr='*fp32', scan_int_ptr='*i32', state_int_ptr='*i32',"
+        " state_float_ptr='*fp32', token_ptr='*i64', temperature_ptr='*fp32', top_k_ptr='*i64', top_p_ptr='*fp32',"
+        " min_p_ptr='*fp32', uniform_ptr='*fp64', pivot_count_ptr='*i32', bound_count_ptr='*i32',"
+        " pivot_mass_ptr='*fp32', bound_mass_ptr='*fp32', gather_offset_ptr='*i32', gathered_z_ptr='*fp32',"
+        " gathered_id_ptr='*i32', chunk_mass_ptr='*fp32', chunk_last_ptr='*i32', stride='i32', vocab='i32',"
+        " chunk_len='i32', n_chunks='i32')\n"
+        "c = SplitConfig()\n"
+        "for const in (dict(BLOCK=c.block, PIVOTS=c.pivots, GATHER_CAP=c.gather_cap, CHUNKS_POW2=16, HAS_UNIFORMS=True),"
+        " dict(BLOCK=16, PIVOTS=12 - c.pivots, GATHER_CAP=16, CHUNKS_POW2=2, HAS_UNIFORMS=False, vocab=1, stride=1,"
+        " n_chunks=1)):\n"
+        "    for k in m.KERNELS:\n"
         "        sig = {a: 'constexpr' if a in const else ptr[a] for a in k.arg_names}\n"
         "        triton.compile(ASTSource(fn=k, signature=sig, constexprs={a: const[a] for a in k.arg_names if a in const}),"
-        " target=GPUTarget('cuda', 90, 32), options=dict(num_warps=c['num_warps']))\n")
+        " target=GPUTarget('cuda', 90, 32), options=dict(num_warps=c.num_warps))\n")
     assert_compiles_for_sm90(code)

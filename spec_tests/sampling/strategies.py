@@ -150,11 +150,13 @@ def sampling_cases(draw, *, dtypes=("float32", "float16", "bfloat16", "float64")
         bias=bias_rows, banned=banned, prompt=prompt, output=output)
 
 
-# The structure of optimized/sampling.py, reached by generated cases (not one pinned example):
-# top_k around its fast-path limit (KMAX_FAST = 256) and the fused Triton tail's (k + 1 <= 128,
-# blocks of 16, 32, ... on CUDA); vocabularies around multiples of 256 (its two-level inverse CDF
-# needs vocab % 256 == 0 and >= 4 chunks) with ragged ends; batches around 64 (the CPU general
-# path's row blocks) mixing greedy, fast-path and general-path rows.
+# The structure of the optimized sampler's torch schedule (optimized/sampling/torch_path.py, at the
+# defaults of optimized/sampling/config.py's TorchPathConfig), reached by generated cases (not one
+# pinned example): top_k around its fast-path limit (fast_path_max_k = 256) and the fused Triton
+# tail's (k + 1 <= fused_tail_max_candidates = 128, blocks of 16, 32, ... on CUDA); vocabularies
+# around multiples of 256 (its two-level inverse CDF needs vocab % cdf_chunk == 0, cdf_chunk = 256,
+# and >= 4 chunks) with ragged ends; batches around 64 (the CPU general path's row_block) mixing
+# greedy, fast-path and general-path rows.
 STRUCTURE_VOCABS = (1023, 1024, 1025, 1280, 1536, 2047, 2048)
 STRUCTURE_TOP_K = (0, 1, 2, 15, 16, 127, 128, 255, 256, 257, 300)
 STRUCTURE_BATCHES = (1, 2, 5, 63, 64, 65, 66)
