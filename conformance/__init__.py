@@ -17,8 +17,8 @@ _LAZY = {
     "CONCEPTS": "conformance.registry",
     "Concept": "conformance.registry",
     "concept": "conformance.registry",
-    "Implementation": "conformance.loader",
-    "NotImplementedInImpl": "conformance.loader",
+    "Implementation": "conformance.implementation",
+    "NotImplementedInImpl": "conformance.implementation",
     "load_implementation": "conformance.loader",
     "assert_close_to_oracle": "conformance.tolerance",
 }

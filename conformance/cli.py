@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 import conformance
-from conformance.options import common_options, usable_cpus
+from conformance.options import common_options, looks_like_path, usable_cpus
 
 # the bundled check (no implementation named) uses a lighter profile: the same properties with
 # fewer generated examples; `--profile dev` (or ci, thorough) asks for more
@@ -72,11 +72,6 @@ def _unknown_concepts(wanted: list[str]) -> list[str]:
     return lines
 
 
-def _looks_like_path(spec: str) -> bool:
-    """The rule of :func:`conformance.loader._looks_like_path` (that module imports pytest)."""
-    return spec.endswith(".py") or os.sep in spec or "/" in spec
-
-
 def _close_files(name: str, folder: Path) -> list[str]:
     """.py files and package folders of ``folder`` whose names are close to ``name``."""
     try:
@@ -94,7 +89,7 @@ def _impl_problem(spec: str) -> str | None:
     conformance.loader.load_implementation that need no import, made before pytest starts."""
     if spec.startswith(("mutant:", "control:")):   # the plugin checks the planted bugs' names
         return None
-    if _looks_like_path(spec):
+    if looks_like_path(spec):
         path = Path(spec)
         if not path.exists():
             folder = path.parent

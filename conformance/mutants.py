@@ -34,39 +34,14 @@ import importlib
 import linecache
 import sys
 import types
-from dataclasses import dataclass, field
-from typing import Any
 
+from conformance.declarations import MODULES, Mutant, Patch, Replace  # noqa: F401  (the tables' types)
 from conformance.registry import CONCEPTS, ROOT
 
 PREFIX = "mutant:"
 CONTROL_PREFIX = "control:"
 
 
-MODULES = ("reference", "optimized")
-
-
-@dataclass(frozen=True)
-class Patch:
-    name: str
-    doc: str
-    old: str
-    new: str
-    # the patched file: <module>/<concept>.py of the table's concept, or ``file`` (a path from the
-    # repository root) for one not named after the concept; :func:`table` fills ``file`` in
-    module: str = field(default="reference", kw_only=True)
-    file: str | None = field(default=None, kw_only=True)
-
-
-@dataclass(frozen=True)
-class Replace:
-    name: str
-    doc: str
-    names: dict[str, Any] = field(default_factory=dict)
-    base: str = "reference"
-
-
-Mutant = Patch | Replace
 
 
 def table(concept_id: str) -> list[Mutant]:

@@ -15,6 +15,13 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def looks_like_path(spec: str) -> bool:
+    """How an ``--impl`` value is read: a path ends in .py or contains a separator; anything else
+    is a dotted module name (so the bundled ``reference`` is imported as a module even from the
+    repository root)."""
+    return spec.endswith(".py") or os.sep in spec or "/" in spec
+
+
 def common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concept", action="append", default=[], metavar="ID",
                    help="only these concepts (repeatable or comma-separated; `inferspec list` lists them)")

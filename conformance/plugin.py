@@ -28,14 +28,14 @@ from pathlib import Path
 import pytest
 
 from conformance import processes, profiles, report, signatures, stateful
+from conformance.badinput import Bad
 from conformance.clock import CLOCK, BudgetSpent
+from conformance.consistency import problems
+from conformance.entry import under
+from conformance.implementation import ConceptView, Implementation, NotImplementedInImpl
+from conformance.loader import BUNDLED, impl_specs_from_env, load_implementation, looks_like_path
 from conformance.submission import OUTPUT_LIMIT, Options
 from conformance.verdict import SubmissionDied, WrongSignature
-from conformance.entry import under
-from conformance.badinput import Bad
-from conformance.loader import (BUNDLED, ConceptView, Implementation, NotImplementedInImpl, _looks_like_path,
-                                impl_specs_from_env, load_implementation)
-from conformance.consistency import problems
 from conformance.registry import CONCEPTS, NOT_CONCEPTS, ROOT, SPEC_DIR, split_ids
 
 IMPLS = pytest.StashKey[list]()
@@ -360,7 +360,7 @@ class _Session:
             cmd.append(f"--hypothesis-seed={seed}")
         if impl is not None:
             spec = impl.spec
-            cmd += ["--impl", str(Path(spec).resolve()) if _looks_like_path(spec) else spec]
+            cmd += ["--impl", str(Path(spec).resolve()) if looks_like_path(spec) else spec]
             if impl.isolated:
                 opt = self.config.getoption
                 if opt("forbid_reference"):
@@ -368,7 +368,7 @@ class _Session:
                 for name in ("memory", "call_timeout", "budget"):
                     if opt(name, None):
                         cmd += [f"--{name.replace('_', '-')}", f"{float(opt(name)):g}"]
-            elif self.config.getoption("in_process") and _looks_like_path(impl.spec):
+            elif self.config.getoption("in_process") and looks_like_path(impl.spec):
                 cmd.append("--in-process")
         return shlex.join(cmd)
 

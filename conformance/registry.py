@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance.declarations import ConceptInfo
+
 ROOT = Path(__file__).resolve().parent.parent
 SPEC_DIR = ROOT / "spec_tests"
 DOCS_DIR = ROOT / "docs"
@@ -30,18 +32,6 @@ DOCS_DIR = ROOT / "docs"
 # implementations' internals, benchmarks.
 NOT_CONCEPTS = ("suite", "bundled", "bench")
 MIN_MUTANTS = 3
-
-
-@dataclass(frozen=True)
-class ConceptInfo:
-    """What ``spec_tests/X/__init__.py`` declares about concept X (its id is the folder name)."""
-    title: str
-    lessons: tuple[str, ...] = ()
-    chapters: tuple[int, ...] = ()
-    module: str = ""  # the course module heading, e.g. "3 The KV cache"
-    # Names of reference/X.py that implementations may import from the reference (plain data
-    # types such as SamplingParams): vocabulary, not behaviour to implement.
-    vocabulary: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ def shape(obj: Any, methods: list[str] = ()) -> dict | None:
 
 def shapes(impl, wanted: dict[str, list[str]]) -> dict[str, dict | None]:
     """The shape of each qualified contract name of ``wanted`` (name -> the methods to describe)
-    that ``impl`` provides. ``impl`` is an unbound :class:`conformance.loader.Implementation`; run
+    that ``impl`` provides. ``impl`` is an unbound :class:`conformance.implementation.Implementation`; run
     where its code lives (``Submission.call_in_process`` for a submission)."""
     return {name: shape(impl.resolve(name), methods) for name, methods in wanted.items()}
 

@@ -34,7 +34,8 @@ import torch
 from conformance import processes
 from conformance.clock import CLOCK, UNLOGGED, describe_request, log_call
 from conformance.proxy import Proxy
-from conformance.verdict import NotImplementedInImpl, SubmissionDied, Verdict
+from conformance.implementation import NotImplementedInImpl
+from conformance.verdict import SubmissionDied, Verdict
 from conformance.wire import INSIDE_ROOTS, Peer
 
 OUTPUT_LIMIT = 4000         # characters of a submission's printed output kept per test
@@ -182,11 +183,13 @@ class WorkerConnection(Peer):
 class Options:
     """How submissions run: ``memory_gb`` caps each worker's address space (RLIMIT_AS);
     ``forbid_reference`` forbids importing reference/optimized except ``allowed``: module name ->
-    the names a submission may import from it (the concepts' vocabulary; the loader fills it in
-    from the registry, this layer only carries it to the worker, which imports those modules)."""
+    the names a submission may import from it (the concepts' vocabulary); ``contracts``: concept ->
+    its qualified contract names (for the functions the judge runs in a worker). The loader fills
+    both in from the registry; this layer only carries them to the worker, which imports none."""
     memory_gb: float | None = None
     forbid_reference: bool = False
     allowed: dict[str, list[str]] | None = None
+    contracts: dict[str, tuple[str, ...]] | None = None  # concept -> qualified names, for call_in_process
 
 
 class Submission:
@@ -233,7 +236,7 @@ class Submission:
         conn = self.connections.get(concept)
         if conn is not None:
             return conn
-        config = dict(self.target, name=self.name, concept=concept,
+        config = dict(self.target, name=self.name, concept=concept, contracts=dict(self.options.contracts or {}),
                       memory_gb=self.options.memory_gb, forbid=self.options.forbid_reference,
                       allowed=dict(self.options.allowed or {}) if self.options.forbid_reference else {})
         process, rfd, wfd = processes.pool().start(config)
@@ -255,7 +258,7 @@ class Submission:
 
     def call_in_process(self, concept: str, fn, args: tuple, kwargs: dict):
         """``fn(impl, *args, **kwargs)`` run in the concept's worker, ``impl`` there resolving the
-        submission's names directly (see :meth:`conformance.loader.Implementation.call_in_process`).
+        submission's names directly (see :meth:`conformance.implementation.Implementation.call_in_process`).
         ``fn`` travels by name: a module-level function of spec_tests/ or conformance/."""
         module, qualname = getattr(fn, "__module__", ""), getattr(fn, "__qualname__", "")
         if module.partition(".")[0] not in INSIDE_ROOTS or "<" in qualname:

@@ -6,13 +6,12 @@ A cell *passes*, is *partial* (an optional name missing), *fails*, is *not imple
 exited, out of memory, timed out) and the cell's remaining tests are not run. ``Verdict`` is a
 ``str`` enum: its members compare equal to, print as and serialise to the words the report shows.
 
-This module is a leaf: it imports nothing of the harness.
+This module is a leaf, and light: it imports nothing of the harness, nor pytest or torch (the
+commands' usage errors answer before anything heavy is imported).
 """
 from __future__ import annotations
 
 import enum
-
-import pytest
 
 
 class Verdict(str, enum.Enum):
@@ -86,19 +85,3 @@ class ForbiddenReference(ImportError):
     def __init__(self, what: str):
         self.what = what
         super().__init__(f"forbidden: imports {what} (--forbid-reference)")
-
-
-class NotImplementedInImpl(pytest.skip.Exception):
-    """Raised when contract names do not resolve (``stubbed=False``: missing) or a stub raises
-    ``NotImplementedError`` itself (``stubbed=True``).
-
-    It is pytest's skip outcome, so pytest reports the test as skipped with reason
-    ``not implemented: <names>`` and Hypothesis re-raises it at once instead of shrinking.
-    """
-
-    def __init__(self, impl: str, names: list[str], stubbed: bool = False):
-        self.impl = impl
-        self.names = list(names)
-        self.stubbed = stubbed
-        how = " (stubbed: raises NotImplementedError)" if stubbed else ""
-        super().__init__(f"not implemented: {', '.join(self.names)}{how}", allow_module_level=True)

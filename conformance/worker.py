@@ -29,7 +29,9 @@ from pathlib import Path
 import torch
 
 from conformance.bridge import flat_tensors
-from conformance.verdict import ForbiddenReference, NotImplementedInImpl
+from conformance.implementation import (Implementation, NotImplementedInImpl, describe_import_failure, import_path,
+                                        resolve_in, submission_home, view_for)
+from conformance.verdict import ForbiddenReference
 from conformance.wire import (GUARDED_ROOTS, INSIDE_ROOTS, MAX_TEXT, Peer, ProtocolError, data_class,
                               shared_class)
 
@@ -192,7 +194,7 @@ class _Submission:
 
 class ImportFailed(Exception):
     """The submission did not import: ``str()`` is the verdict's one line, ``detail`` where it
-    failed in the submission's own code (:func:`conformance.loader.describe_import_failure`)."""
+    failed in the submission's own code (:func:`conformance.implementation.describe_import_failure`)."""
 
     def __init__(self, summary: str, detail: str = ""):
         super().__init__(summary)
@@ -311,12 +313,11 @@ class WorkerPeer(Peer):
         raise ProtocolError(f"unknown operation {op!r}")
 
     def _start(self):
-        from conformance.loader import _import_path, describe_import_failure, submission_home
         target = self.config
         try:
             with _Submission(self.guard):
                 if target.get("path"):
-                    self.module = _import_path(Path(target["path"]))
+                    self.module = import_path(Path(target["path"]))
                 else:
                     self.module = importlib.import_module(target["module"])
         except BaseException as exc:  # noqa: BLE001
@@ -333,14 +334,10 @@ class WorkerPeer(Peer):
         for part in qualname.split("."):
             fn = getattr(fn, part)
         if self._inside_impl is None:
-            from conformance.registry import all_contract_names
-            all_contract_names()        # the registry, loaded with the real modules, before any guard
             self._inside_impl = _Inside(self).impl
-        from conformance.loader import view_for
         return fn(view_for(self._inside_impl, fn), *args, **kwargs)  # bound to fn's concept
 
     def _resolve(self, name: str):
-        from conformance.loader import resolve_in
         with _Submission(self.guard):
             found = resolve_in(self.module, name, self.config["name"])
         if isinstance(found, type) and shared_class(found) and not data_class(found):
@@ -358,9 +355,9 @@ class _Inside:
     without the guard."""
 
     def __init__(self, peer: "WorkerPeer"):
-        from conformance.loader import Implementation
         self.peer = peer
-        self.impl = Implementation(peer.config["name"], peer.module, peer.config.get("path") or peer.config.get("module", ""))
+        self.impl = Implementation(peer.config["name"], peer.module, peer.config.get("path") or peer.config.get("module", ""),
+                                   contracts=peer.config.get("contracts") or {})
         original = self.impl.resolve
 
         def resolve(contract_name: str):
@@ -436,7 +433,7 @@ def zygote(fd: int) -> None:
     _set_pdeathsig()
     sock = socket.socket(fileno=fd)
     import numpy  # noqa: F401
-    from conformance import loader  # noqa: F401
+    from conformance import implementation  # noqa: F401
     zygote_loop(sock)
 
 

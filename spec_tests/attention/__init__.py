@@ -1,5 +1,5 @@
 """Concept `attention`: its specification (tests, strategies, oracles, mutants). See docs/attention.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Scaled dot-product attention: MHA/MQA/GQA, causal, sliding window, lse, tiled",

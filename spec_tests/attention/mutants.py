@@ -1,6 +1,6 @@
 """Planted bugs of `attention` (each must make an attention test fail): source patches of
 reference/attention.py, and one memoising wrapper that a patch cannot express."""
-from conformance.mutants import Patch, Replace
+from conformance.declarations import Patch, Replace
 
 
 _cache: dict = {}

@@ -1,5 +1,5 @@
 """Concept `batch_invariant`: its specification (tests, strategies, oracles, mutants). See docs/batch_invariant.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Batch-invariant reductions: the same request gives the same bits, whoever shares its batch",

@@ -1,6 +1,6 @@
 """Planted bugs of `batch_invariant` (each must make a batch_invariant test fail): reduction
 orders that depend on the batch."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

@@ -1,6 +1,6 @@
 """Concept `drafts`: draft proposers, the speculative decoding loop and its closed forms (tests,
 strategies, mutants). See docs/drafts.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Speculative decoding drafts: prompt lookup, the draft-model loop, expected speedup",

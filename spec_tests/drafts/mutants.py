@@ -1,5 +1,5 @@
 """Planted bugs of `drafts` (each must make a drafts test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 MUTANTS = [
     Patch("no_target_rollback",

@@ -1,5 +1,5 @@
 """Concept `eviction`: its specification (tests, strategies, oracles, mutants). See docs/eviction.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Eviction policies for prefix caches: LRU, LFU (ties by recency), a recency-frequency hybrid",

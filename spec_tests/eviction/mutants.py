@@ -1,5 +1,5 @@
 """Planted bugs of `eviction` (each must make an eviction test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

@@ -1,5 +1,5 @@
 """Concept `flash_attention`: its specification (tests, strategies, oracles, mutants). See docs/flash_attention.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="FlashAttention-2: forward + backward, varlen (packed) batches, nn.Module drop-in",

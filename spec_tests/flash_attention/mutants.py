@@ -1,7 +1,7 @@
 """Planted bugs of `flash_attention` (each must make a flash_attention test fail): one-line
 patches of the real Triton kernels in optimized/flash_attention.py, run through the same kernel
 code (under the interpreter on CPU)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

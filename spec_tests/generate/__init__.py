@@ -1,5 +1,5 @@
 """Concept `generate`: its specification (tests, strategies, oracles, mutants). See docs/generate.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Prefill + decode with a KV cache",

@@ -1,5 +1,5 @@
 """Planted bugs of `generate` (each must make a generate test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

@@ -1,5 +1,5 @@
 """Concept `hit_rate`: its specification (tests, strategies, oracles, mutants). See docs/hit_rate.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Prefix-cache hit rate on a request trace: tokens and time saved, cache-aware scheduling",

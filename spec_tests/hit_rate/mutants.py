@@ -1,5 +1,5 @@
 """Planted bugs of `hit_rate` (each must make a hit_rate test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

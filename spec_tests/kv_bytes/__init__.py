@@ -1,5 +1,5 @@
 """Concept `kv_bytes`: its specification (tests, strategies, oracles, mutants). See docs/kv_bytes.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="KV-cache byte formula and context budget",

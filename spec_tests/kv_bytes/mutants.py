@@ -1,5 +1,5 @@
 """Planted bugs of `kv_bytes` (each must make a kv_bytes test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 MUTANTS = [
     Patch("missing_factor_two", "Counts only the keys: forgets the factor 2 for K and V.",

@@ -1,5 +1,5 @@
 """Concept `metrics`: its specification (tests, strategies, oracles, mutants). See docs/metrics.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Serving metrics: TTFT, TPOT, ITL, throughput, goodput, percentiles",

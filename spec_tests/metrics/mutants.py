@@ -1,5 +1,5 @@
 """Planted bugs of `metrics` (each must make a metrics test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 MUTANTS = [
     Patch("tpot_counts_first_token",

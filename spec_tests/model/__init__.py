@@ -1,5 +1,5 @@
 """Concept `model`: its specification (tests, strategies, oracles, mutants). See docs/model.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Tiny Llama-style decoder (RMSNorm, RoPE, GQA, SwiGLU)",

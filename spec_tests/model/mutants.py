@@ -1,5 +1,5 @@
 """Planted bugs of `model` (each must make a model test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

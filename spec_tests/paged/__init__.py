@@ -1,5 +1,5 @@
 """Concept `paged`: its specification (tests, strategies, oracles, mutants). See docs/paged.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Paged KV cache: block allocator, block tables, fork and copy-on-write",

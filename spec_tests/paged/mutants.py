@@ -1,5 +1,5 @@
 """Planted bugs of `paged` (each must make a paged test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

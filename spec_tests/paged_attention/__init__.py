@@ -1,5 +1,5 @@
 """Concept `paged_attention`: its specification (tests, strategies, oracles, mutants). See docs/paged_attention.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Paged attention: decode attention over a block table (split-KV, GQA, speculative tokens)",

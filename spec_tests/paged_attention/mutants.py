@@ -2,7 +2,7 @@
 
 The kernel mutants patch the real Triton source of optimized/paged_attention.py, so the bug runs
 in the same kernel code (under the interpreter on CPU); the last one patches the reference."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

@@ -1,5 +1,5 @@
 """Concept `prefix_cache`: its specification (tests, strategies, oracles, mutants). See docs/prefix_cache.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Prefix caching over a paged pool: hash-chained full blocks (vLLM v1)",

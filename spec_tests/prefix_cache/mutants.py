@@ -1,5 +1,5 @@
 """Planted bugs of `prefix_cache` (each must make a prefix_cache test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 MUTANTS = [
     Patch("hash_not_chained",

@@ -1,5 +1,5 @@
 """Concept `radix`: its specification (tests, strategies, oracles, mutants). See docs/radix.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Radix prefix cache over token ids (SGLang): match, insert, split, lock, evict",

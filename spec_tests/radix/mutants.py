@@ -1,6 +1,6 @@
 """Planted bugs of `radix` (each must make a radix test fail). All patch the tree,
 optimized/radix.py: the reference is a naive store with no tree to get wrong."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [

@@ -1,5 +1,5 @@
 """Concept `sampling`: its specification (tests, strategies, oracles, mutants). See docs/sampling.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Temperature, top-k, top-p, min-p, greedy, penalties, logit bias",

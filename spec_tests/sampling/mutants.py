@@ -4,7 +4,7 @@ reference/sampling.py. ``samples_unfiltered``, ``sample_ignores_temperature``,
 (``sampling_probs`` and the explicit-uniforms path stay right), so only the tests that draw with a
 generator can see them. Every pinned case of test_sampling.py (``PINNED[...].mutant``) names the
 mutant here that it catches."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 DRAW = "    u = uniforms if uniforms is not None else draw_uniforms(generator, batch, logits.device)\n"
 

@@ -1,6 +1,6 @@
 """Concept `speculative`: the verifier of speculative decoding (tests, strategies, oracles,
 mutants). See docs/speculative.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="Speculative decoding verifier: lossless rejection sampling, greedy verification",

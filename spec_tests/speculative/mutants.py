@@ -2,7 +2,7 @@
 in reference/speculative.py (the last in optimized/speculative.py's vectorised bookkeeping). The
 generator mutants touch only the path that draws its own uniforms, so only the tests that verify
 with a generator (the seeded-draw pin and the chi-square tests) can see them."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 BONUS = "    return n, _draw(p[n], v)\n"
 DRAW = "    u = a.uniforms if a.uniforms is not None else draw(generator, a.batch, a.gamma, target_probs.device)\n"

@@ -1,5 +1,5 @@
 """Concept `stopping`: its specification (tests, strategies, oracles, mutants). See docs/stopping.md."""
-from conformance.registry import ConceptInfo
+from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(
     title="EOS, max/min tokens, stop strings across token boundaries, held-back streaming",

@@ -1,5 +1,5 @@
 """Planted bugs of `stopping` (each must make a stopping test fail)."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 MUTANTS = [
     Patch("missed_across_boundary",

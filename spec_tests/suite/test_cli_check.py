@@ -140,14 +140,14 @@ def test_an_import_failure_in_process_is_a_usage_error_that_shows_the_students_l
 
 def test_import_failure_names_the_deepest_frame_in_the_submissions_own_files(tmp_path, monkeypatch):
     """A sibling module the submission imports is its own code; torch's frames below it are not."""
-    from conformance import loader
-    monkeypatch.setattr(sys, "path", list(sys.path))   # _import_path puts the file's folder first
+    from conformance import implementation
+    monkeypatch.setattr(sys, "path", list(sys.path))   # import_path puts the file's folder first
     (tmp_path / "helper.py").write_text("import torch\n\n\ndef zeros():\n    return torch.zeros(-1)\n\n\nZ = zeros()\n")
     (tmp_path / "my_impl.py").write_text("import math\nfrom helper import Z\n")
     with pytest.raises(Exception) as info:
-        loader._import_path(tmp_path / "my_impl.py")
+        implementation.import_path(tmp_path / "my_impl.py")
     sys.modules.pop("helper", None)
-    summary, detail = loader.describe_import_failure(info.value, (tmp_path / "my_impl.py").resolve())
+    summary, detail = implementation.describe_import_failure(info.value, (tmp_path / "my_impl.py").resolve())
     assert summary.startswith("RuntimeError:") and summary.endswith("(helper.py:5)"), summary
     assert detail.splitlines()[:2] == [f'  File "{tmp_path.resolve() / "helper.py"}", line 5, in zeros',
                                        "    return torch.zeros(-1)"], detail

@@ -117,9 +117,11 @@ def test_concept_ids_are_the_registry_without_building_it():
     assert ids == list(CONCEPTS) == concept_ids() and not torch_loaded
 
 
-def test_check_looks_like_path_agrees_with_the_loader():
-    for spec in ("my_impl.py", "a/b", "pkg.mod", "reference", "mutant:kv_bytes.x", "dir/pkg.mod", "x.pyc"):
-        assert cli._looks_like_path(spec) == loader._looks_like_path(spec), spec
+def test_check_and_the_loader_read_impl_values_with_one_rule():
+    assert cli.looks_like_path is loader.looks_like_path
+    for spec, path in (("my_impl.py", True), ("a/b", True), ("pkg.mod", False), ("reference", False),
+                       ("mutant:kv_bytes.x", False), ("dir/pkg.mod", True), ("x.pyc", False)):
+        assert loader.looks_like_path(spec) is path, spec
 
 
 def test_new_takes_concept_like_check_and_keeps_concepts_as_a_hidden_alias(tmp_path, capsys):

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance.loader import NotImplementedInImpl, load_implementation
+from conformance.loader import load_implementation
+from conformance.implementation import NotImplementedInImpl
 from conformance.registry import CONCEPTS
 from conformance.tolerance import ToleranceError, assert_close_to_oracle, assert_metamorphic
 

@@ -23,7 +23,8 @@ import torch
 
 from conformance.submission import Options
 from conformance.verdict import SubmissionDied
-from conformance.loader import NotImplementedInImpl, load_implementation
+from conformance.loader import load_implementation
+from conformance.implementation import NotImplementedInImpl
 
 pytestmark = pytest.mark.meta
 ROOT = Path(__file__).resolve().parents[2]

@@ -81,14 +81,14 @@ def square(x: float) -> float:
     """x * x."""
     return x * x
 '''
-PROBE_INIT = '''from conformance.registry import ConceptInfo
+PROBE_INIT = '''from conformance.declarations import ConceptInfo
 
 CONCEPT = ConceptInfo(title="Probe", lessons=("09.99",), module="9 Probes")
 '''
 PROBE_TEST = '''def test_square(impl):
     assert impl.get("square")(3.0) == 9.0
 '''
-PROBE_MUTANTS = '''from conformance.mutants import Patch
+PROBE_MUTANTS = '''from conformance.declarations import Patch
 
 MUTANTS = [
     Patch("plus", "adds", "    return x * x", "    return x + x"),
@@ -170,7 +170,8 @@ def test_a_bound_implementation_takes_bare_names():
 def test_a_dotted_name_and_a_typo_are_errors_not_skips():
     """A dotted name says to use ``impl.of``; a name outside the bound concept's contract is a
     LookupError that names the concept and lists its names (never "not implemented")."""
-    from conformance.loader import NotImplementedInImpl, load_implementation
+    from conformance.loader import load_implementation
+    from conformance.implementation import NotImplementedInImpl
     kv = load_implementation("reference").of("kv_bytes")
     with pytest.raises(LookupError, match=r"impl.of\('attention'\).get\('attention'\)"):
         kv.get("attention.attention")
@@ -200,7 +201,8 @@ def test_an_unbound_implementation_says_to_name_the_concept():
 def test_a_missing_name_of_the_bound_concept_is_not_implemented(tmp_path):
     """A name of the contract that the implementation lacks is "not implemented", told with its
     qualified name (the report's)."""
-    from conformance.loader import NotImplementedInImpl, load_implementation
+    from conformance.loader import load_implementation
+    from conformance.implementation import NotImplementedInImpl
     f = tmp_path / "only_bytes.py"
     f.write_text("def kv_cache_bytes(**kw):\n    return 7\n")
     kv = load_implementation(str(f), in_process=True).of("kv_bytes")

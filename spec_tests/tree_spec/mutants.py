@@ -1,6 +1,6 @@
 """Planted bugs of `tree_spec` (each must make a tree_spec test fail): realistic slips in
 reference/tree_spec.py's tree building, tree forward pass and verifiers."""
-from conformance.mutants import Patch
+from conformance.declarations import Patch
 
 
 MUTANTS = [
