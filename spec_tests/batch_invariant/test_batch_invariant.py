@@ -7,7 +7,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
@@ -283,16 +282,25 @@ def test_invariant_mode_routes_and_restores(impl, device):
 NEEDLE_MODEL = ModelConfig(vocab_size=64, dim=32, n_layers=1, n_heads=2, n_kv_heads=1, max_seq_len=16)
 
 
+def _device_for(impl) -> str:
+    """Where a model runs under the implementation's mode: an implementation whose mode runs Triton
+    kernels runs on the GPU, and is skipped on a CPU (the interpreted kernels are too slow for a
+    model); any other runs on the CPU."""
+    if not impl.call_in_process(under_mode.uses_triton_kernels):
+        return "cpu"
+    if not torch.cuda.is_available():
+        pytest.skip("a model under interpreted Triton kernels is too slow on CPU; run on the GPU")
+    return "cuda"
+
+
 def test_needle_request_is_batch_invariant(impl, reference):
     """The reference model (reference/model.py, float32) under invariant_mode(): a needle prompt's
     greedy tokens and its seeded-sampled tokens (Gumbel-max with the request's own generator), with
     their logprobs, are bitwise identical alone and as row 2 of a batch of 5 prompts of the same
     length (no padding: a batched forward with a KV cache). Whether they diverge WITHOUT the mode
-    is printed (an observation, not a verdict). The optimized mode runs only on a GPU (the
+    is printed (an observation, not a verdict). A mode of Triton kernels runs only on a GPU (the
     interpreted kernels are too slow for a model on CPU)."""
-    if impl.name == "optimized" and not torch.cuda.is_available():
-        pytest.skip("model under the interpreted kernels is too slow on CPU; run on the GPU")
-    dev = "cuda" if torch.cuda.is_available() and impl.name == "optimized" else "cpu"
+    dev = _device_for(impl)
     g = generator(11)
     needle = torch.randint(0, 64, (1, 6), generator=g).to(dev)
     batch = torch.randint(0, 64, (5, 6), generator=g).to(dev)
@@ -330,9 +338,7 @@ def test_needle_packed_among_other_lengths(impl, others, pos, seed):
     the needle's 3 greedy and 3 seeded-sampled tokens and their logprobs are bitwise identical
     alone and at any position among 1..7 other requests of lengths 1..14. The same comparison
     WITHOUT the mode is printed (an observation, not a verdict)."""
-    if impl.name == "optimized" and not torch.cuda.is_available():
-        pytest.skip("model under the interpreted kernels is too slow on CPU; run on the GPU")
-    dev = "cuda" if torch.cuda.is_available() and impl.name == "optimized" else "cpu"
+    dev = _device_for(impl)
     g = generator(seed)
     prompts = [torch.randint(0, 64, (n,), generator=g).tolist() for n in others]
     pos = min(pos, len(prompts))

@@ -13,6 +13,9 @@ same code, the same property.
 from __future__ import annotations
 
 import contextlib
+import inspect
+import sys
+import types
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +34,19 @@ def model(config: ModelConfig, seed: int, device: str) -> Transformer:
     if key not in _MODELS:
         _MODELS[key] = Transformer(config, seed=seed).to(device)
     return _MODELS[key]
+
+
+def uses_triton_kernels(impl) -> bool:
+    """Whether the module that defines the implementation's ``invariant_mode`` uses Triton (imports
+    it, or holds its kernels): under the CPU interpreter such kernels are too slow for a model, and
+    on a GPU they run on the GPU. Asked in the implementation's process."""
+    mode = inspect.unwrap(impl.get("invariant_mode"))
+    module = sys.modules.get(getattr(mode, "__module__", None) or "")
+    for value in vars(module).values() if module is not None else ():
+        origin = value.__name__ if isinstance(value, types.ModuleType) else type(value).__module__
+        if str(origin).partition(".")[0] == "triton":
+            return True
+    return False
 
 
 def routes_and_restores(impl, x, w, bias) -> dict:
