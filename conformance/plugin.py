@@ -7,7 +7,7 @@ A test's concept is the package it lives in (``spec_tests/attention/test_x.py`` 
 tests elsewhere may name one with ``@pytest.mark.concept("id")``. The ``impl`` and ``reference``
 fixtures are bound to the test's concept (``impl.get("KVCache")`` in spec_tests/kv_bytes/ means
 ``kv_bytes.KVCache``; ``impl.of("attention")`` names another), unbound for a test with no concept
-(conformance/loader.py ``ConceptView``). Tests in ``spec_tests/suite``
+(conformance/implementation.py ``ConceptView``). Tests in ``spec_tests/suite``
 (the suite's own tests), ``spec_tests/bundled`` (internals of the bundled implementations) and
 ``spec_tests/bench`` never run against a submission given with ``--impl``.
 
@@ -286,7 +286,7 @@ def _skip_reason(rep) -> str:
 def _consistency_errors(items: list[pytest.Item]) -> list[str]:
     """Tests whose concept marker names an unknown concept, or another concept than their folder's.
     (The names a test asks for are checked when it runs: ``impl.get`` of a name outside the bound
-    concept's contract is a LookupError, conformance/loader.py ``ConceptView``.)"""
+    concept's contract is a LookupError, conformance/implementation.py ``ConceptView``.)"""
     errors = []
     for it in items:
         declared = _declared_concept(it)
