@@ -103,6 +103,7 @@ def test_adding_a_concept_touches_only_its_own_files(tmp_path):
     """The contributing checklist, executed in a copy of the repository: each missing piece is
     named; with reference/X.py, spec_tests/X/, docs/X.md (+ the generated blocks) it runs."""
     repo = _copy_repo(tmp_path)
+    before = _tree(repo)
     (repo / "spec_tests" / "zz_probe").mkdir()
     (repo / "spec_tests" / "zz_probe" / "__init__.py").write_text(PROBE_INIT)
     (repo / "spec_tests" / "zz_probe" / "test_probe.py").write_text(PROBE_TEST)
@@ -127,6 +128,20 @@ def test_adding_a_concept_touches_only_its_own_files(tmp_path):
     r = _pytest(repo, "spec_tests", "--concept", "zz_probe",
                 *[a for n in ("plus", "cube", "one") for a in ("--impl", f"mutant:zz_probe.{n}")])
     assert r.returncode == 1 and r.stdout.count("FAILED") >= 3, r.stdout[-3000:]
+    after = _tree(repo)
+    touched = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+    # written by hand: the concept's own files; besides them only the blocks `inferspec docs`
+    # generates (the concept tables of docs/index.md, the mutant counts of docs/suite-power.md)
+    own = ["docs/zz_probe.md", "reference/zz_probe.py", "spec_tests/zz_probe/__init__.py",
+           "spec_tests/zz_probe/mutants.py", "spec_tests/zz_probe/test_probe.py"]
+    assert touched == sorted(own + ["docs/index.md", "docs/suite-power.md"]), touched
+
+
+def _tree(repo: Path) -> dict[str, bytes]:
+    """Every source and docs file of a copy (caches and bytecode aside): path -> content."""
+    return {str(p.relative_to(repo)): p.read_bytes() for p in repo.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")
+            and ".hypothesis" not in p.parts}
 
 
 @pytest.mark.parametrize("folder,marker,expected", [
@@ -143,7 +158,7 @@ def test_probe_tests_that_disagree_stop_the_run(tmp_path, folder, marker, expect
     assert expected in r.stdout + r.stderr, (r.stdout + r.stderr)[-3000:]
 
 
-# --- a test knows its concept from its folder (issue 21) ---------------------------------------
+# --- a test knows its concept from its folder -----------------------------------------------------
 def test_a_bound_implementation_takes_bare_names():
     """``impl.of("kv_bytes")`` (what the impl fixture hands a test in spec_tests/kv_bytes/):
     bare names of the concept's contract; another concept through ``of``; the harness keeps
