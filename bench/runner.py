@@ -362,7 +362,7 @@ def cmd_run(args) -> int:
                 rec = _isolated(concept, case, args)
             else:
                 rec = run_case(module, case, args.device, timing=timing)
-            rec = dict(concept=concept, **rec)
+            rec = {"concept": concept, **rec}
             result["cases"].append(rec)
             status |= failed(rec)
             print(summary_line(rec), flush=True)

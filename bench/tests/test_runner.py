@@ -122,3 +122,12 @@ def test_gpu_cases_are_skipped_on_the_cpu(tmp_path, capsys):
                         "--out", str(out)]) == 0
     cases = json.loads(out.read_text())["cases"]
     assert cases and all("cuda" in c["skipped"] for c in cases)
+
+
+def test_isolate_runs_each_case_in_a_child_process(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert runner.main(["run", "--concept", "stopping", "--tag", "smoke", "--device", "cpu", "--isolate",
+                        "--out", str(out)]) == 0, capsys.readouterr().out
+    cases = json.loads(out.read_text())["cases"]
+    assert len(cases) == 1 and cases[0]["concept"] == "stopping" and cases[0]["check"]["ok"]
+    assert all(r["median_ms"] > 0 for r in cases[0]["results"])
