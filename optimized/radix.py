@@ -64,7 +64,7 @@ class RadixCache:
             policy = LRU()
         check_policy(policy)
         self.policy = policy
-        self._P = 4 * page_size          # bytes per page of packed tokens
+        self._page_bytes = 4 * page_size  # bytes per page of packed tokens
         self._roots: dict = {}           # extra_key -> _Root (dropped when it has no child)
         self._empty = _Root(self, None)  # the handle of an empty match (never in _roots)
         self._leaves: set = set()        # unprotected leaves: the eviction candidates
@@ -97,7 +97,7 @@ class RadixCache:
             except struct.error:
                 packed = None
             if packed is not None:
-                cut = len(packed) % self._P
+                cut = len(packed) % self._page_bytes
                 return packed[:-cut] if cut else packed
         check_ids("tokens", tokens, TOKEN_LIMIT)
         raise AssertionError("unreachable: struct rejected tokens the checker accepts")
@@ -118,10 +118,10 @@ class RadixCache:
     # -- the walk ------------------------------------------------------------------------------
     def _walk(self, root: _Root, q: bytes):
         """(last node, bytes matched, path) of ``q``, splitting the node the walk stops inside."""
-        P = self._P
+        page = self._page_bytes
         node, pos, end, path = root, 0, len(q), []
         while pos < end:
-            child = node.children.get(q[pos:pos + P])
+            child = node.children.get(q[pos:pos + page])
             if child is None:
                 break
             k = child.key
@@ -131,7 +131,7 @@ class RadixCache:
                 pos += len(k)
                 continue
             m = _common(k, q, pos)  # tokens in common, as bytes: at least the first page
-            m -= m % P              # whole pages only
+            m -= m % page           # whole pages only
             node = self._split(child, m)
             path.append(node)
             pos += m
@@ -144,8 +144,8 @@ class RadixCache:
         parent = child.parent
         new = _Node(k[:m], child.slots[:2 * m], parent)
         new.lock = child.lock  # the locks below it; it holds none itself
-        new.children[k[m:m + self._P]] = child
-        parent.children[k[:self._P]] = new
+        new.children[k[m:m + self._page_bytes]] = child
+        parent.children[k[:self._page_bytes]] = new
         child.key, child.slots, child.parent = k[m:], child.slots[2 * m:], new
         self.policy.copy(child, new)
         return new
@@ -182,7 +182,7 @@ class RadixCache:
         node, pos, path = self._walk(root, q)
         if pos < len(q):
             leaf = _Node(q[pos:], s[2 * pos:2 * len(q)], node)
-            node.children[q[pos:pos + self._P]] = leaf
+            node.children[q[pos:pos + self._page_bytes]] = leaf
             self._leaves.discard(node)   # it has a child now
             self._leaves.add(leaf)
             self._total += (len(q) - pos) >> 2
@@ -242,14 +242,14 @@ class RadixCache:
         check_int("n_tokens", n_tokens, minimum=0)
         if n_tokens == 0 or not self._leaves:
             return []
-        priority, P = self.policy.priority, self._P
+        priority, page = self.policy.priority, self._page_bytes
         heap = [(priority(nd), i, nd) for i, nd in enumerate(self._leaves)]
         heapify(heap)
         count, freed, n = len(heap), [], 0
         while n < n_tokens and heap:
             nd = heappop(heap)[2]
             parent = nd.parent
-            del parent.children[nd.key[:P]]
+            del parent.children[nd.key[:page]]
             self._leaves.discard(nd)
             self.policy.remove(nd)
             nd.parent = None

@@ -7,7 +7,7 @@ MUTANTS = [
     Patch("split_loses_tail",
           "A split does not hang the old node (the rest of the run) under the new one: the tail of "
           "the edge, and everything below it, is lost.",
-          "        new.children[k[m:m + self._P]] = child\n",
+          "        new.children[k[m:m + self._page_bytes]] = child\n",
           "", module="optimized"),
     Patch("evict_locked_leaf",
           "lock does not take the node out of the eviction candidates: a locked leaf is evicted.",
@@ -30,7 +30,7 @@ MUTANTS = [
     Patch("match_not_page_truncated",
           "Where a walk stops inside a run, the common prefix is not rounded down to whole pages: "
           "matches (and splits) end mid-page.",
-          "            m -= m % P              # whole pages only\n",
+          "            m -= m % page           # whole pages only\n",
           "", module="optimized"),
     Patch("clock_not_refreshed_on_match",
           "match_prefix does not touch the nodes it matched: a prefix that is read all the time but "
