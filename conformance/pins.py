@@ -1,4 +1,4 @@
-"""Pinned examples and the bugs they pin (issue 9, item 5).
+"""Pinned examples and the bugs they pin.
 
 A pinned ``@example`` exists to catch one realistic bug, and only a mutant proves that it does. So
 every explicit example in a concept's tests says which mutant(s) it pins, with Hypothesis's public

@@ -168,7 +168,7 @@ def test_values_agree_with_torch(impl, reference, device, op, dt, rows, L, seed,
 
 
 def _floor_from(op, x, w):
-    """The magnitude that bounds a correct sum's rounding error (issue 9, item 1): for a sum
+    """The magnitude that bounds a correct sum's rounding error: for a sum
     of terms, sum |term| (a sum that cancels to a small value keeps the terms' rounding), never
     the output alone. A float32 kernel accumulating 300 products in another order than torch's
     was 5.6 ulps of the output off the oracle on the H200 (torch's own: 1.4)."""

@@ -36,7 +36,7 @@ MUTANTS = [
           "    tokens = sample_fn(logits, None)\n"),
 ]
 
-# Defaults and boundaries (issue 9).
+# Defaults and boundaries.
 MUTANTS += [
     Patch("default_sampler_multinomial",
           "Without a sample_fn the cached loop samples from softmax(logits) (a loop written with "

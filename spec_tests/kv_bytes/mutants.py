@@ -14,7 +14,7 @@ MUTANTS = [
           "        self.k[layer, :, :, start:start + n] = k\n        self.v[layer, :, :, start:start + n] = v\n",
           "        w = max(start - 1, 0)\n"
           "        self.k[layer, :, :, w:w + n] = k\n        self.v[layer, :, :, w:w + n] = v\n"),
-    # Boundaries and defaults (issue 9).
+    # Boundaries and defaults.
     Patch("zero_seq_len_rejected",
           "seq_len must be >= 1 (the check KVCache makes of max_seq_len, copied): an empty cache, "
           "seq_len 0, raises instead of being 0 bytes.",

@@ -19,7 +19,7 @@ MUTANTS = [
 ]
 
 MUTANTS += [
-    # Boundaries and defaults (issue 9).
+    # Boundaries and defaults.
     Patch("zero_ttft_slo_ignored",
           "The TTFT SLO is tested for truthiness (`not ttft_slo or ...`): an SLO of 0 is treated "
           "as no limit, so every request meets it.",

@@ -41,7 +41,7 @@ MUTANTS = [
           "        return self.lm_head(h if cache is not None else self.model.norm(h))"),
 ]
 
-# Long-range numerics, defaults and boundaries (issue 9).
+# Long-range numerics, defaults and boundaries.
 MUTANTS += [
     Patch("rope_positions_in_model_dtype",
           "The positions are cast to the activation dtype before the float32 RoPE table "

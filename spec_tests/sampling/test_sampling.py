@@ -641,7 +641,7 @@ BAD = [
                                         **_params(repetition_penalty=1e-3),
                                         "prompt_tokens": [[0, 1, 2, 3, 4, 5]] * 2},
         ValueError, ("logits row 0", "+inf")),
-    # every other validated field and form (issue 9: a bad value for every validated argument)
+    # every other validated field and form (a bad value for every validated argument)
     Bad("temperature inf", _params(temperature=math.inf), ValueError, ("temperature",)),
     Bad("temperature NaN in row 1", _params(temperature=[0.5, math.nan]), ValueError, ("temperature", "row 1")),
     Bad("temperature tensor of bools", _params(temperature=torch.tensor([True, False])), TypeError, ("temperature",)),

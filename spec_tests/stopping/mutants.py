@@ -28,7 +28,7 @@ MUTANTS = [
 ]
 
 MUTANTS += [
-    # Defaults and boundaries (issue 9); each names the pinned case of test_stopping.py it fails.
+    # Defaults and boundaries; each names the pinned case of test_stopping.py it fails.
     Patch("default_max_tokens_16",
           "StopParams defaults to max_tokens=16 (vLLM's SamplingParams default) instead of no "
           "limit: a generation with max_tokens omitted ends by length after 16 tokens "

@@ -124,7 +124,7 @@ EXCLUDE_TAIL = StopCase(vocab=(b"xa", b"bcy", b"z"), tokens=(0, 1, 2), stop=("ab
 PARTIAL_THEN_MISS = StopCase(vocab=(b"a", b"b", b"c"), tokens=(0, 1, 0, 2), stop=("abd", "bb"))  # holds_fixed_window, leaks_partial_stop
 LENGTH_VS_STOP = StopCase(vocab=(b"a", b"b"), tokens=(0, 1, 0), stop=("ab",), max_tokens=2)  # length_beats_stop
 EARLIEST_END = StopCase(vocab=(b"abcd",), tokens=(0,), stop=("abcd", "bc", "c"))  # first_in_list_order, tie_prefers_shortest
-# Boundaries (issue 9).
+# Boundaries.
 EOS_AND_STOP_ID = StopCase(vocab=(b"a", b"<e>"), tokens=(0, 1, 0), eos_token_id=1, stop_token_ids=(1,))  # stop_ids_before_eos
 IGNORED_EOS_STOP_ID = StopCase(vocab=(b"a", b"<e>"), tokens=(0, 1, 0), eos_token_id=1, ignore_eos=True,
                                stop_token_ids=(1,))  # ignore_eos_skips_stop_ids

@@ -1,4 +1,4 @@
-"""The concept pages state what the tests demand (issue 20, item 7): every bad-input row of every
+"""The concept pages state what the tests demand: every bad-input row of every
 concept (``Bad`` rows of ``@bad_cases`` tests and the state machines' ``BAD_CALLS``) is in its
 page's generated bad-input block, with its error type and the words its message must contain; a
 page whose tests reject bools says so; the page's ``--forbid-reference`` block says exactly what
@@ -116,7 +116,7 @@ def test_bool_rows_are_stated(cid):
 
 
 def test_radix_page_states_the_bool_rows_and_the_default_policy():
-    """The two gaps of issue 20 item 7, in words: bools are rejected for n_tokens and page_size,
+    """Two gaps the pages once left open, in words: bools are rejected for n_tokens and page_size,
     and under --forbid-reference the default LRU is the submission's own."""
     text = (DOCS_DIR / "radix.md").read_text()
     assert "`evict(True)`" in text and "`RadixCache(page_size=True)`" in text

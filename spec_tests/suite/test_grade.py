@@ -1,4 +1,4 @@
-"""``inferspec grade`` reads like a gradebook (issue 20, item 8): one grading run, one gradebook
+"""``inferspec grade`` reads like a gradebook: one grading run, one gradebook
 (``gradebook.json``), every format rendered from it, ``--from`` renders it again without grading,
 one row per student with passed/total per concept, a total and a score, details in their own
 file, a table that fits 80 columns without splitting a word, and no temporary folder left behind.

@@ -1,4 +1,4 @@
-"""A judge no submission can break (issue 8): every row of the issue's table as a test.
+"""A judge no submission can break: every way a submission can fail its process, as a test.
 
 Each hostile submission holds a correct ``kv_cache_bytes`` plus one bad ``attention``; all of them
 run in ONE pytest run next to the bundled reference (``--concept kv_bytes,attention``, three

@@ -1,4 +1,4 @@
-"""Every pinned example pins a bug, and the bug is proven caught by it (issue 9, item 5).
+"""Every pinned example pins a bug, and the bug is proven caught by it.
 
 The first test runs in every run: it lists each ``@example`` of a concept's tests that names no
 mutant (``.via("mutant:<name>")``, a mutant of the test's own folder's concept), names one that

@@ -1,4 +1,4 @@
-"""The student's loop (issue 20): a failing check names the broken rule, its reproduce line replays
+"""The student's loop: a failing check names the broken rule, its reproduce line replays
 the same example from any folder, a slow but correct submission never times out, and
 ``pytest --impl`` works from the student's own folder.
 

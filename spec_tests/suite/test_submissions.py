@@ -1,4 +1,4 @@
-"""Correct submissions pass, in every concept, the way students submit them (issue 19, items 6-7).
+"""Correct submissions pass, in every concept, the way students submit them .
 
 * The vocabulary a concept declares may be imported under ``--forbid-reference`` whether the
   worker processes are forked (the default on a CPU machine) or spawned (``INFERSPEC_ZYGOTE=spawn``,
@@ -373,7 +373,7 @@ def test_modules_the_judge_imports_in_a_worker_stay_forbidden(tmp_path):
     impl.submission.close()
 
 
-# The tests that isolation broke for a correct submission (issue 19): a draft built from a target
+# The tests that isolation once broke for a correct submission: a draft built from a target
 # proxied into the worker, invariant_mode() across the process boundary, weights loaded into a model
 # that lived on the other side. Run by default, both ways; the sweep below runs every test.
 SAMPLE = {"drafts": "test_draft_is_the_targets_first_layers or test_greedy_with_draft_model",
