@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,13 +158,30 @@ def recorded_attention(path=None) -> dict[str, Ratio]:
             if "ours" in t and any(p in t for p in ATTENTION_PEERS)}
 
 
-def recorded_sampling(path=None) -> dict[str, Ratio]:
-    """From ``docs/results/sampling_speed_h200.json`` (spec_tests/bench/sampling_speed.py)."""
-    data = _load("sampling_speed_h200.json", path)
-    b, v = data["info"]["batch"], data["info"]["vocab"]
+def sampling_times(data: dict) -> dict[str, dict[str, float]]:
+    """shape -> provider -> median ms, from the runner's JSON (sampling timing cases) or from the
+    results of the script that came before it (info: batch, vocab; results: dist, config, impl,
+    median_ms)."""
     times: dict[str, dict[str, float]] = {}
+    if _runner_json(data):
+        for c in data["cases"]:
+            p = c.get("params", {})
+            if c.get("concept") != "sampling" or c.get("metric") != "ms" or "dist" not in p:
+                continue
+            key = sampling_shape(p["dist"], p["config"], p["batch"], p["vocab"])
+            for r in c["results"]:
+                if "median_ms" in r:
+                    times.setdefault(key, {})[r["provider"]] = r["median_ms"]
+        return times
+    b, v = data["info"]["batch"], data["info"]["vocab"]
     for r in data["results"]:
         times.setdefault(sampling_shape(r["dist"], r["config"], b, v), {})[r["impl"]] = r["median_ms"]
+    return times
+
+
+def recorded_sampling(path=None) -> dict[str, Ratio]:
+    """From ``docs/results/sampling_speed_h200.json`` (``sampling_times``)."""
+    times = sampling_times(_load("sampling_speed_h200.json", path))
     return {k: best_peer(k, t, SAMPLING_OURS, SAMPLING_PEERS) for k, t in times.items()
             if SAMPLING_OURS in t and any(p in t for p in SAMPLING_PEERS)}
 
@@ -230,9 +246,9 @@ SLOW_FWD_CONFIG = {64: dict(BLOCK_M=128, BLOCK_N=128, num_warps=8, num_stages=3,
 GATE_TIMING = dict(rounds=3, warmup_ms=5, budget_ms=25)
 
 
-def _measure(module, case, ours, ours_name: str, peers, shape: str) -> Ratio:
+def _measure(module, case, ours, ours_name: str, peers, shape: str, timing=GATE_TIMING) -> Ratio:
     from bench.runner import run_case
-    rec = run_case(module, case, "cuda", timing=GATE_TIMING, providers=(ours,) + tuple(peers), check=False)
+    rec = run_case(module, case, "cuda", timing=timing, providers=(ours,) + tuple(peers), check=False)
     times = {r["provider"]: r["median_ms"] for r in rec["results"] if "median_ms" in r}
     if "error" in rec or ours_name not in times:
         raise RuntimeError(f"{shape}: measurement failed: {rec.get('error')} {rec['results']}")
@@ -258,29 +274,17 @@ def measure_attention(pass_: str, dtype: str, n: int, d: int, causal: bool, *, s
 
 def measure_sampling(dist: str, config: str, batch: int = 256, vocab: int = 128256, rounds: int = 15) -> Ratio:
     """Time the whole optimized ``sample()`` call and transformers' warpers + multinomial on one
-    recorded sampling workload, CUDA events, alternating rounds (as sampling_speed.py does)."""
-    import torch
-
-    import optimized.sampling as opt
-    from reference.sampling import SamplingParams
-    from spec_tests.bench.sampling_speed import CONFIGS, Timer, hf_chain, make_logits
-    x = make_logits(batch, vocab, dist, "cuda")
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    p = SamplingParams(**CONFIGS[config])
-    hf = hf_chain(CONFIGS[config])
-    if hf is None:
+    recorded sampling workload (the runner's sampling case: CUDA events after a synchronize,
+    alternating rounds)."""
+    from bench.cases import sampling as cases
+    case = next(c for c in cases.CASES if c.params.get("dist") == dist and c.params.get("config") == config
+                and c.params.get("batch") == batch and c.params.get("vocab") == vocab and c.metric == "ms")
+    peers = [p for p in case.providers if p.name in SAMPLING_PEERS]
+    if cases.hf_chain(cases.CONFIGS[config]) is None:
         raise RuntimeError("transformers is not installed: no peer to gate the sampler against")
-    fns = {SAMPLING_OURS: lambda: opt.sample(x, p, gen), SAMPLING_PEERS[0]: lambda: hf(x, gen)}
-    timer = Timer("cuda")
-    for fn in fns.values():
-        fn()
-        fn()
-    times = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            times[k].append(timer(fn))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    return best_peer(sampling_shape(dist, config, batch, vocab), med, SAMPLING_OURS, SAMPLING_PEERS)
+    ours = next(p for p in case.providers if p.name == SAMPLING_OURS)
+    return _measure(cases, case, ours, SAMPLING_OURS, peers, sampling_shape(dist, config, batch, vocab),
+                    timing=dict(rounds=rounds))
 
 
 def main() -> int:

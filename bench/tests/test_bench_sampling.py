@@ -5,20 +5,19 @@ sampler never does: torch.topk selects the k + 1 largest for top-k (the rest wor
 bucket histogram places the top-p threshold. Both draw by inverse CDF in token-id order.
 Logits: 4 * randn (LLM-like: top-1 probability ~0.27, top-p 0.9 keeps ~190 tokens).
 
-    python3 -m pytest spec_tests/bench/test_bench_sampling.py --benchmark-enable
-    PYTHONPATH=. python3 spec_tests/bench/sampling_speed.py      # the table in docs/sampling.md
+    python -m pytest bench/tests/test_bench_sampling.py --benchmark-enable -s
+    python -m bench run --concept sampling --device cpu      # the table in docs/sampling.md
 """
 from __future__ import annotations
-
-import time
 
 import pytest
 import torch
 
+from bench.cases.sampling import CONFIGS, make_logits
+from bench.floors import FLOORS
+from bench.timing import compare
 from optimized import sampling as fast
 from reference import sampling as ref
-from bench.floors import FLOORS
-from spec_tests.bench.sampling_speed import CONFIGS, make_logits
 from spec_tests.sampling.oracles import sampling_oracle
 from spec_tests.sampling.strategies import SamplingCase
 
@@ -32,7 +31,8 @@ def clear_rows_agree(config: str) -> None:
     decisions are clear of float32 rounding (spec_tests/sampling/oracles.py). A row with a top-p
     mass within rounding of p is left out: there the two samplers' float32 sums (a sort + cumsum
     vs a bucket histogram, ATen kernels whose bits change with the CPU's vector width) may round
-    to opposite sides of p -- row 39 of top-p 0.9 did on AVX2 CPUs (issue 19)."""
+    to opposite sides of p -- row 39 of top-p 0.9 did on AVX2 CPUs (docs/suite-power.md,
+    "Bit-equality audit")."""
     cfg = CONFIGS[config]
     case = SamplingCase(X.shape[0], X.shape[1], "float32", 0, kind="explicit",
                         values=tuple(X.double().flatten().tolist()),
@@ -67,12 +67,9 @@ def test_speedup_over_reference(config):
     """Reference and optimized timed alternately in one run, best of 3 each; same support (the
     oracle's, on the rows clear of rounding: clear_rows_agree)."""
     clear_rows_agree(config)
-    best = {"ref": float("inf"), "fast": float("inf")}
-    for _ in range(3):
-        for name, module in (("ref", ref), ("fast", fast)):
-            t0 = time.perf_counter()
-            run(module, config)
-            best[name] = min(best[name], time.perf_counter() - t0)
+    t = compare({"ref": lambda: run(ref, config), "fast": lambda: run(fast, config)}, rounds=3, repeats=1,
+                budget_ms=None, min_warmup=0, warmup_ms=0)
+    best = {name: t[name].min_ms / 1e3 for name in t}
     ratio = best["ref"] / best["fast"]
     print(f"\nsampling {config}, 64 x 32000: reference {best['ref'] * 1e3:.1f} ms, "
           f"optimized {best['fast'] * 1e3:.1f} ms, speedup {ratio:.1f}x")

@@ -173,8 +173,8 @@ def test_the_full_template_imports_and_checks_as_not_implemented(tmp_path):
 
 
 def test_check_runs_the_spec_only_and_a_submission_never_runs_the_suite(tmp_path):
-    """`inferspec check` ignores spec_tests/suite, bundled and bench; `pytest --impl x.py` deselects
-    them even when they are named on the command line."""
+    """`inferspec check` ignores spec_tests/suite and bundled; `pytest --impl x.py` deselects them,
+    and the benchmarks (bench/), even when they are named on the command line."""
     from conformance.cli import _pytest_args, build_parser
     from conformance.registry import NOT_CONCEPTS
     args = build_parser().parse_args(["check", "x.py"])
@@ -184,7 +184,7 @@ def test_check_runs_the_spec_only_and_a_submission_never_runs_the_suite(tmp_path
         assert str(ROOT / "spec_tests" / folder) in argv
     f = tmp_path / "x.py"
     f.write_text("")
-    r = _run(["-m", "pytest", "spec_tests/suite", "spec_tests/bundled", "spec_tests/bench", "spec_tests/kv_bytes",
+    r = _run(["-m", "pytest", "spec_tests/suite", "spec_tests/bundled", "bench", "spec_tests/kv_bytes",
               "--collect-only", "-q", "-p", "no:cacheprovider", "--impl", str(f)])
     collected = [l for l in r.stdout.splitlines() if "::" in l]
     assert collected and all(l.startswith("spec_tests/kv_bytes/") for l in collected), r.stdout[-2000:]

@@ -1,4 +1,4 @@
-"""Correct submissions pass, in every concept, the way students submit them .
+"""Correct submissions pass, in every concept, the way students submit them.
 
 * The vocabulary a concept declares may be imported under ``--forbid-reference`` whether the
   worker processes are forked (the default on a CPU machine) or spawned (``INFERSPEC_ZYGOTE=spawn``,
