@@ -100,7 +100,7 @@ def test_a_kernel_concept_runs_under_the_interpreter(tmp_path, capsys):
 
 
 @pytest.mark.heavy
-@pytest.mark.parametrize("concept", ["paged_attention", "batch_invariant"])
+@pytest.mark.parametrize("concept", ["paged_attention", "batch_invariant", "sampling"])
 def test_other_kernel_concepts_run_under_the_interpreter(tmp_path, capsys, concept):
     _interpreter()
     _run(tmp_path, [concept], capsys)
