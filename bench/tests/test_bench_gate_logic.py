@@ -125,3 +125,16 @@ def test_recorded_ratios_read_the_runners_json(tmp_path):
     assert set(rec) == {shape}                                    # GQA shapes are not gated
     assert rec[shape].peer == "sdpa_cudnn" and rec[shape].value == pytest.approx(0.75)
 
+
+
+def test_recorded_sampling_ratios_read_the_runners_json(tmp_path):
+    case = dict(concept="sampling", name="256 x 128256 flat / top-p 0.9", metric="ms",
+                params=dict(dist="flat", config="top-p 0.9", batch=256, vocab=128256, dtype="float32"),
+                results=[dict(provider=gate.SAMPLING_OURS, median_ms=1.25),
+                         dict(provider=gate.SAMPLING_PEERS[0], median_ms=3.95),
+                         dict(provider="torch.sort alone", median_ms=0.5)])            # a partial op: no peer
+    path = tmp_path / "sampling_speed_h200.json"
+    path.write_text(json.dumps(dict(schema="inferspec-bench/1", cases=[case])))
+    rec = gate.recorded_sampling(path)
+    shape = gate.sampling_shape("flat", "top-p 0.9", 256, 128256)
+    assert set(rec) == {shape} and rec[shape].value == pytest.approx(3.95 / 1.25)
