@@ -137,7 +137,7 @@ def attention_times(data: dict) -> dict[str, dict[str, float]]:
             if c.get("concept") != "flash_attention" or "pass_" not in p or p["Hq"] != p["Hkv"]:
                 continue
             key = attention_shape(p["pass_"], p["dtype"], p["B"], p["Hq"], p["N"], p["D"], p["causal"])
-            for r in c["results"]:
+            for r in c.get("results", []):
                 if "median_ms" in r:
                     times.setdefault(key, {})[r["provider"]] = r["median_ms"]
         return times
@@ -169,7 +169,7 @@ def sampling_times(data: dict) -> dict[str, dict[str, float]]:
             if c.get("concept") != "sampling" or c.get("metric") != "ms" or "dist" not in p:
                 continue
             key = sampling_shape(p["dist"], p["config"], p["batch"], p["vocab"])
-            for r in c["results"]:
+            for r in c.get("results", []):
                 if "median_ms" in r:
                     times.setdefault(key, {})[r["provider"]] = r["median_ms"]
         return times

@@ -356,7 +356,8 @@ def cmd_run(args) -> int:
         module = load(concept)
         for case in select(module.CASES, args.tag, args.case, args.exact):
             if args.device.split(":")[0] not in case.devices:
-                rec = dict(name=case.name, params=dict(case.params), metric=case.metric, tags=list(case.tags),
+                rec = dict(name=case.name, params=dict(case.params), metric=case.metric, work=case.work,
+                           tags=list(case.tags), check=None, results=[],
                            skipped=f"runs on {', '.join(case.devices)}, not {args.device}")
             elif args.isolate:
                 rec = _isolated(concept, case, args)

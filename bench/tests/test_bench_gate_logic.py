@@ -134,7 +134,9 @@ def test_recorded_sampling_ratios_read_the_runners_json(tmp_path):
                          dict(provider=gate.SAMPLING_PEERS[0], median_ms=3.95),
                          dict(provider="torch.sort alone", median_ms=0.5)])            # a partial op: no peer
     path = tmp_path / "sampling_speed_h200.json"
-    path.write_text(json.dumps(dict(schema="inferspec-bench/1", cases=[case])))
+    skipped = dict(concept="sampling", name="64 x 32000 flat / top-p 0.9", metric="ms", results=[],
+                   params=dict(dist="flat", config="top-p 0.9", batch=64, vocab=32000), skipped="runs on cpu")
+    path.write_text(json.dumps(dict(schema="inferspec-bench/1", cases=[case, skipped])))
     rec = gate.recorded_sampling(path)
     shape = gate.sampling_shape("flat", "top-p 0.9", 256, 128256)
     assert set(rec) == {shape} and rec[shape].value == pytest.approx(3.95 / 1.25)
