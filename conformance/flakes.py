@@ -30,7 +30,7 @@ from pathlib import Path
 from conformance.registry import SPEC_DIR
 
 # what a flake hunt runs: the spec (every concept folder) and the bundled implementations' tests
-SKIPPED_FOLDERS = ("suite", "bench")
+SKIPPED_FOLDERS = ("suite",)
 
 
 def _command(seed: int, junit: Path, concepts: list[str], bundled: bool = True) -> list[str]:

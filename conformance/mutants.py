@@ -5,7 +5,7 @@ A mutant is one of
 ``Patch(name, doc, old, new, module="reference", file=None)``
     a source patch of a real module of the repository: ``reference/X.py`` of the table's concept X
     by default, ``optimized/X.py`` with ``module="optimized"``, or ``file``, a path from the
-    repository root, for a file not named after the concept (``optimized/_sampling_triton.py``).
+    repository root, for a file not named after the concept (``optimized/sampling/split_row.py``).
     ``old`` must occur in the file exactly once (so a mutant can never silently turn back into
     the correct code when the source changes). The patched text is executed as a fresh module
     (its source registered in ``linecache``, so ``triton.jit`` and the Triton interpreter see the

@@ -8,8 +8,8 @@ tests elsewhere may name one with ``@pytest.mark.concept("id")``. The ``impl`` a
 fixtures are bound to the test's concept (``impl.get("KVCache")`` in spec_tests/kv_bytes/ means
 ``kv_bytes.KVCache``; ``impl.of("attention")`` names another), unbound for a test with no concept
 (conformance/implementation.py ``ConceptView``). Tests in ``spec_tests/suite``
-(the suite's own tests), ``spec_tests/bundled`` (internals of the bundled implementations) and
-``spec_tests/bench`` never run against a submission given with ``--impl``.
+(the suite's own tests) and ``spec_tests/bundled`` (internals of the bundled implementations) never
+run against a submission given with ``--impl`` (nor do the benchmarks of ``bench/``).
 
 A submission (a path, or a module other than the bundled ``reference``/``optimized``) runs in
 worker processes (conformance/submission.py): its crash, exit, hang (``--timeout S``, per test,

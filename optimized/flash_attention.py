@@ -35,6 +35,7 @@ takes. Gradients flow through ``out`` and ``lse`` on both paths.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -55,7 +56,7 @@ except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 LOG2E = 1.4426950408889634
 KERNEL_DTYPES = (torch.float16, torch.bfloat16)
-NONE = 1 << 30  # an unbounded window reach (see _reach)
+UNBOUNDED = 1 << 30  # an unbounded window reach (see _reach)
 
 
 if triton is not None:
@@ -68,7 +69,7 @@ if triton is not None:
     @triton.jit
     def _visible(rows, cols, diag, seq_k, left, right):
         """Mask of (query row, key col) pairs that may attend. Query i sits at pos = i + diag and
-        sees keys pos - left <= j <= pos + right (causal: right = 0; no window: left = NONE)."""
+        sees keys pos - left <= j <= pos + right (causal: right = 0; no window: left = UNBOUNDED)."""
         pos = rows + diag
         return (cols < seq_k) & (cols <= pos + right) & (cols >= pos - left)
 
@@ -547,9 +548,9 @@ def _programs_per_sm(block_m: int, block_n: int, block_d: int, num_warps: int, n
 
 
 def _reach(causal: bool, window: int | None) -> tuple[int, int]:
-    """(left, right): query at position p sees keys p - left .. p + right. NONE stands for
+    """(left, right): query at position p sees keys p - left .. p + right. UNBOUNDED stands for
     'unbounded' and stays far from int32 overflow for any sequence a GPU can hold."""
-    return (NONE if window is None else min(int(window), NONE)), (0 if causal else NONE)
+    return (UNBOUNDED if window is None else min(int(window), UNBOUNDED)), (0 if causal else UNBOUNDED)
 
 
 def _strides3(t: torch.Tensor, varlen: bool) -> tuple[int, int, int]:
@@ -591,7 +592,7 @@ def _flash_forward(q, k, v, cu_q, cu_k, max_q, max_k, causal, window, scale, con
     host_desc, persistent = cfg.pop("HOST_DESC", False), cfg.pop("PERSISTENT", False)
     per_sm = cfg.pop("PROGRAMS_PER_SM", None)
     left, right = _reach(causal, window)
-    mask_free = not varlen and left == NONE and right == NONE and n_k % block_n == 0
+    mask_free = not varlen and left == UNBOUNDED and right == UNBOUNDED and n_k % block_n == 0
     group = q_heads // kv_heads
     descs = None
     if host_desc and not varlen:
@@ -600,7 +601,7 @@ def _flash_forward(q, k, v, cu_q, cu_k, max_q, max_k, causal, window, scale, con
         descs = None if None in descs else descs
     if q.is_cuda:
         _ensure_allocator()
-    with torch.cuda.device(q.device) if q.is_cuda else _nullcontext():
+    with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         if descs is not None:
             grid = (triton.cdiv(n_q, block_m), q_heads, batch)
             if persistent:
@@ -642,7 +643,7 @@ def _flash_backward(do, q, k, v, out, lse, dlse, cu_q, cu_k, max_q, max_k, causa
     cu_q_arg, cu_k_arg = (cu_q, cu_k) if varlen else (lse, lse)  # unused when not varlen
     common = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, VARLEN=varlen)
     reach = (*_reach(causal, window), q_heads // kv_heads)
-    with torch.cuda.device(q.device) if q.is_cuda else _nullcontext():
+    with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         _bwd_delta_kernel[(triton.cdiv(n_q, 64), q_heads, batch)](
             out, do, delta, cu_q_arg, *_strides3(out, varlen), *_strides3(do, varlen),
             *_lse_strides(delta, varlen), n_q, HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=64,
@@ -687,13 +688,6 @@ def flash_backward(do, q, k, v, out, lse, *, causal: bool = False, window: int |
     return _flash_backward(do, q, k, v, out, lse, None, None, None, 0, 0, bool(causal), window,
                            _scale(scale, q.shape[-1]), config)
 
-
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 class _FlashAttentionFn(torch.autograd.Function):

@@ -41,6 +41,7 @@ launch alone, for an engine that validated its tables once).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -60,11 +61,10 @@ __all__ = ["paged_attention"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
 KERNEL_DTYPES = (torch.float16, torch.bfloat16)
 MAX_ROWS = 128        # q_len * group rows held by one program
 MAX_SPLITS = 256
-NONE = 1 << 30        # an unbounded window
+UNBOUNDED = 1 << 30  # an unbounded window
 
 
 if triton is not None:
@@ -227,13 +227,6 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
     return t if t.stride(-1) == 1 else t.contiguous()
 
 
-class _nullcontext:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
 
 def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, window, *,
                   config=None, splits=None):
@@ -258,8 +251,8 @@ def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, win
     block_m = max(16, triton.next_power_of_2(q_len * group))
     if q4.is_cuda and block_m >= 64:  # many speculative rows: more warps for the larger tiles
         cfg["num_warps"] = max(cfg["num_warps"], 8)
-    left = NONE if window is None else min(int(window), NONE)
-    with torch.cuda.device(q4.device) if q4.is_cuda else _nullcontext():
+    left = UNBOUNDED if window is None else min(int(window), UNBOUNDED)
+    with torch.cuda.device(q4.device) if q4.is_cuda else contextlib.nullcontext():
         _split_kernel[(n_splits, kv_heads, batch)](
             q4, k_cache, v_cache, block_tables, seq_lens, out, lse, o_part, lse_part,
             q4.stride(0), q4.stride(1), q4.stride(2),

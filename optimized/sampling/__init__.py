@@ -31,7 +31,7 @@ The package, one job per module:
     launch_cache.py  relaunching compiled Triton kernels without per-call specialisation
     graph_cache.py   CUDA graphs of a launch schedule, captured once and replayed
 
-Numbers: docs/sampling.md (spec_tests/bench/sampling_speed.py)."""
+Numbers: docs/sampling.md (python -m bench run --concept sampling)."""
 from __future__ import annotations
 
 import torch

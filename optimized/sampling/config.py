@@ -41,7 +41,7 @@ class TorchPathConfig:
 @dataclass(frozen=True)
 class OneProgramConfig:
     """The one-program-per-row Triton schedule (optimized/sampling/one_program.py); the CUDA
-    launch configuration (spec_tests/bench/sampling_speed.py sweeps it)."""
+    launch configuration (bench/cases/sampling.py times it against the others)."""
     block: int = 1024                   # logits per block of a pass (at most the vocabulary's next power of 2)
     pivots: int = 8                     # pivots per search pass (a power of 2)
     num_warps: int = 8

@@ -70,8 +70,8 @@ MUTANTS = [
     Patch("window_zero_is_none",
           "`if window` instead of `is None`: window=0 (each query sees only its own position) is "
           "run as no window.",
-          "(NONE if window is None else min(int(window), NONE))",
-          "(min(int(window), NONE) if window else NONE)", module="optimized"),
+          "(UNBOUNDED if window is None else min(int(window), UNBOUNDED))",
+          "(min(int(window), UNBOUNDED) if window else UNBOUNDED)", module="optimized"),
     Patch("module_default_causal",
           "FlashAttention.forward defaults to causal=True (the documented default is False): "
           "every call that passes causal is right, one that omits it is not.",
