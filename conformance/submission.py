@@ -166,17 +166,18 @@ class WorkerConnection(Peer):
     def _decode_exc(self, payload: dict) -> BaseException:
         if "notimpl" in payload:
             return NotImplementedInImpl(self.submission.name, payload["notimpl"], stubbed=True)
-        if "forbidden" in payload:
-            return self.kill(Verdict.FORBIDDEN, f"forbidden: imports {payload['forbidden']}",
-                             "checked with --forbid-reference: the submission may not use reference/ "
-                             "or optimized/ (only the data types the concepts declare as vocabulary)")
-        if "import_failed" in payload:
-            return self.kill(Verdict.IMPORT_FAILED, f"import failed: {payload['import_failed']}", payload.get("tb", ""))
-        if "oom" in payload:
-            return self.kill(Verdict.OUT_OF_MEMORY, "out of memory", payload["oom"])
-        if "exit" in payload:
-            return self.kill(Verdict.EXITED, f"exited ({payload['exit']})", "the submission raised SystemExit")
-        return super()._decode_exc(payload)
+        if "died" not in payload:
+            return super()._decode_exc(payload)
+        kind, what = Verdict(payload["died"]), payload["what"]
+        words = {  # the cell's verdict, and the detail the report prints under it
+            Verdict.FORBIDDEN: (f"forbidden: imports {what}", "checked with --forbid-reference: the submission may "
+                                "not use reference/ or optimized/ (only the data types the concepts declare as "
+                                "vocabulary)"),
+            Verdict.IMPORT_FAILED: (f"import failed: {what}", payload.get("tb", "")),
+            Verdict.OUT_OF_MEMORY: ("out of memory", what),
+            Verdict.EXITED: (f"exited ({what})", "the submission raised SystemExit"),
+        }
+        return self.kill(kind, *words[kind])
 
 
 @dataclasses.dataclass

@@ -31,7 +31,7 @@ import torch
 from conformance.bridge import flat_tensors
 from conformance.implementation import (Implementation, NotImplementedInImpl, describe_import_failure, import_path,
                                         resolve_in, submission_home, view_for)
-from conformance.verdict import ForbiddenReference
+from conformance.verdict import ForbiddenReference, Verdict
 from conformance.wire import (GUARDED_ROOTS, INSIDE_ROOTS, MAX_TEXT, Peer, ProtocolError, data_class,
                               shared_class)
 
@@ -262,19 +262,21 @@ class WorkerPeer(Peer):
             self._rng_known = meta["rng"]
 
     def _special_exc(self, exc: BaseException) -> dict | None:
+        """What ends the cell, as its Verdict and what the judge needs to word it; or a stub's
+        "not implemented"."""
         forbidden = _forbidden_in(exc)
         if forbidden is not None:
-            return {"forbidden": forbidden.what}
+            return {"died": Verdict.FORBIDDEN.value, "what": forbidden.what}
         if isinstance(exc, NotImplementedInImpl):
             return {"notimpl": list(exc.names)}
         if isinstance(exc, ImportFailed):
-            return {"import_failed": str(exc), "tb": exc.detail[-MAX_TEXT:]}
+            return {"died": Verdict.IMPORT_FAILED.value, "what": str(exc), "tb": exc.detail[-MAX_TEXT:]}
         if _oom(exc):
-            return {"oom": f"{type(exc).__name__}: {str(exc)[:500]}"}
+            return {"died": Verdict.OUT_OF_MEMORY.value, "what": f"{type(exc).__name__}: {str(exc)[:500]}"}
         if isinstance(exc, SystemExit):
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
             self._exit_code = code
-            return {"exit": code}
+            return {"died": Verdict.EXITED.value, "what": code}
         return None
 
     # ---- operations
