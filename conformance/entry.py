@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.options import HELP
 from conformance.registry import ROOT, SPEC_DIR, concept_ids, split_ids
 
 MARKERS = (
@@ -42,26 +43,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="implementation to check: a module name, a .py file/package path or "
                      "mutant:<concept>.<name>; repeatable; default $INFERSPEC_IMPL "
                      "(comma-separated) or the bundled 'reference' and 'optimized'")
-    g.addoption("--concept", action="append", default=[], metavar="ID",
-                help="only these concepts (repeatable or comma-separated); see `inferspec list`")
+    g.addoption("--concept", action="append", default=[], metavar="ID", help=HELP["concept"])
     g.addoption("--report-json", default=None, metavar="PATH",
                 help="write the per-concept report as JSON")
     g.addoption("--no-report", action="store_true", help="do not print the per-concept table")
     g.addoption("--run-slow", action="store_true", help="also run the cases marked slow")
-    g.addoption("--forbid-reference", action="store_true",
-                help="a submission may not import reference/ or optimized/ (only the data types "
-                     "the concepts declare as vocabulary); an attempt is its cell's verdict")
-    g.addoption("--memory", type=float, default=None, metavar="GB",
-                help="cap each submission worker's address space (RLIMIT_AS) at GB gigabytes; "
-                     "exceeding it is the verdict 'out of memory'")
-    g.addoption("--call-timeout", type=float, default=None, metavar="S",
-                help="seconds one call into a submission may take (default 60): a call past it is "
-                     "killed and the cell's verdict is 'timed out after S s ... during <the call>'")
-    g.addoption("--budget", type=float, default=None, metavar="S",
-                help="seconds of examples one property may spend on a submission (default: by "
-                     "profile, see conformance/profiles.py); past it the property starts no new "
-                     "example and stops shrinking: a correct submission passes, a failing one "
-                     "shows the best counterexample found so far")
+    g.addoption("--forbid-reference", action="store_true", help=HELP["forbid_reference"])
+    g.addoption("--memory", type=float, default=None, metavar="GB", help=HELP["memory"])
+    g.addoption("--call-timeout", type=float, default=None, metavar="S", help=HELP["timeout"])
+    g.addoption("--budget", type=float, default=None, metavar="S", help=HELP["budget"])
     g.addoption("--in-process", action="store_true",
                 help="run submissions in pytest's own process (for a debugger; a crash of the "
                      "submission then ends the run)")
