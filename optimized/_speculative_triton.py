@@ -45,9 +45,6 @@ import torch
 import triton
 import triton.language as tl
 
-# Block of tokens one program reads per step (a power of 2). Tests lower it (to 4 or 16) so that
-# the small vocabularies the interpreter can afford still cross several blocks.
-BLOCK_V = 1024
 NUM_WARPS = 4
 
 MARGIN_U = tl.constexpr(8 * 2.0 ** -53)   # M = 8 (n + 1) u S' (a power of 2: exact as a literal)
@@ -131,15 +128,17 @@ def _draw_kernel(p_ptr, q_ptr, x_ptr, k_ptr, lens_ptr, greedy_ptr, v_ptr, tok_pt
 
 def draw_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, drafts: torch.Tensor,
               k: torch.Tensor, lens: torch.Tensor, greedy: torch.Tensor, v: torch.Tensor, *,
-              block_v: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+              block_v: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The emitted (recovered or bonus) token of every row, and which rows to recompute.
 
     target_probs (B, G + 1, V) and draft_probs (B, G, V) or None (one-hot on the drafts), any
     float dtype and strides, already validated at the active positions; drafts (B, G) int64 (the
     drafted ids, any valid id at padding); k (B,) int64 the number accepted (<= lens); lens (B,)
     int64 the per-row draft lengths; greedy (B,) bool; v (B,) float64 the draw's uniforms
-    (``uniforms[:, G]``, any stride). A row is rejected iff k < lens: its weights are the
-    residual at position k, else p at position k. Reads p[b, k] (and q[b, k], drafts[b, k] on
+    (``uniforms[:, G]``, any stride); block_v the tokens one program reads per step (a power of
+    2: optimized.speculative.VerifyConfig.block_v; tests lower it to 4 or 16 so that the small
+    vocabularies the interpreter can afford still cross several blocks). A row is rejected iff
+    k < lens: its weights are the residual at position k, else p at position k. Reads p[b, k] (and q[b, k], drafts[b, k] on
     rejected rows) only: padding is never read.
 
     Returns (tokens (B,) int64, flags (B,) int8): greedy rows get the argmax of p[b, k] (ties to
@@ -158,7 +157,7 @@ def draw_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draf
     has_q = draft_probs is not None and g > 0
     q = draft_probs if has_q else p                   # placeholders: never read
     x = drafts if g > 0 else k
-    block = min(block_v or BLOCK_V, max(16, triton.next_power_of_2(vocab)))
+    block = min(block_v, max(16, triton.next_power_of_2(vocab)))
     _draw_kernel[(b,)](p, q, x, k, lens, greedy, v, tok, flag, vocab, g,
                        p.stride(0), p.stride(1), p.stride(2), q.stride(0), q.stride(1), q.stride(2),
                        x.stride(0), v.stride(0), HAS_Q=has_q, BLOCK=block, num_warps=NUM_WARPS)

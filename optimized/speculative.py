@@ -16,21 +16,30 @@ batch:
 * the validation makes one pass each for the totals and the minima of the probabilities in
   their own dtype (float32 accumulation), instead of a float64 copy.
 
-On CUDA (by default; INFERSPEC_SPECULATIVE_TRITON, ``TRITON`` below) the per-row draw of step 2
-runs in one Triton program per row instead (optimized/_speculative_triton.py): the float64
-weights and their total, the inverse-CDF token in a second pass, the argmax for greedy rows.
-It sums in a different order than torch.cumsum, so it certifies each token by a rounding margin
-and flags the rows it cannot certify (and empty residuals); exactly those rows are redrawn by
-the torch code (``_draw_torch``), so the tokens stay the reference's. It has passed the
-speculative spec under the Triton interpreter and compiles for sm_90, but has not run natively
-on a GPU yet: ``python -m bench run --concept speculative`` on a GPU checks both paths against
-the reference, token for token, and times them; INFERSPEC_SPECULATIVE_TRITON=0 turns it off.
+On CUDA (by default: ``VerifyConfig.draw`` "auto") the per-row draw of step 2 runs in one Triton
+program per row instead (optimized/_speculative_triton.py): the float64 weights and their total,
+the inverse-CDF token in a second pass, the argmax for greedy rows. It sums in a different order
+than torch.cumsum, so it certifies each token by a rounding margin and flags the rows it cannot
+certify (and empty residuals); exactly those rows are redrawn by the torch code
+(``_draw_torch``), so the tokens stay the reference's. ``python -m bench run --concept
+speculative`` on a GPU checks both paths against the reference, token for token, and times them.
+
+Every choice is an argument: :func:`verify` is the contract's function with the defaults;
+:func:`verify_with` is the same call plus a keyword-only ``config`` (a frozen
+:class:`VerifyConfig`: the draw's path, the kernel's block over the vocabulary, the CPU
+validation's chunk size), and :func:`verify_traced` returns, with the result, a
+:class:`DrawTrace` saying which path drew the tokens and which rows the kernel flagged. Nothing
+is read from the environment at import; whether the Triton interpreter is on (TRITON_INTERPRET)
+is asked at each call.
 
 Numbers: docs/speculative.md (bench/cases/speculative.py).
 """
 from __future__ import annotations
 
 import os
+import warnings
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -45,25 +54,62 @@ from reference.speculative import (  # noqa: F401  (Verified, PAD: same names as
     report_bad_tokens,
 )
 
-__all__ = ["verify"]
+__all__ = ["verify"]   # the contract; verify_with, verify_traced, VerifyConfig, DrawTrace are public too
+
+# Step 2's path: "auto" = the Triton kernel (optimized/_speculative_triton.py) on CUDA when Triton
+# imports and builds; a failure to build or launch is warned about once, recorded, and the torch
+# ops draw from then on. "triton" = the kernel on CUDA, and on CPU tensors when the Triton
+# interpreter is on (TRITON_INTERPRET=1); errors are raised; elsewhere the torch ops draw.
+# "torch" = the torch ops, on every device.
+DRAW_PATHS = ("auto", "triton", "torch")
 
 
-CHUNK_BYTES = 2 << 20   # CPU validation: rows per chunk so that a chunk stays in cache between its two passes
-# Step 2 by the Triton kernel of optimized/_speculative_triton.py: "auto" (the default) = on CUDA
-# when Triton imports and builds (a failure to build or launch falls back to torch ops, with a
-# warning); "1" = on CUDA, and on the CPU when the Triton interpreter is on (TRITON_INTERPRET=1;
-# errors are raised); "0" = never. Environment: INFERSPEC_SPECULATIVE_TRITON.
-TRITON = os.environ.get("INFERSPEC_SPECULATIVE_TRITON", "auto")
-_TRITON_BROKEN = False  # set when "auto" saw the kernel fail
+@dataclass(frozen=True)
+class VerifyConfig:
+    """Every choice the optimized verifier makes, as one value (the defaults are :func:`verify`'s)."""
+    draw: str = "auto"                    # step 2's path: one of DRAW_PATHS (comment above)
+    block_v: int = 1024                   # the Triton draw: tokens one program reads per step (a power
+                                          # of 2; capped at max(16, the vocabulary's next power of 2))
+    validation_chunk_bytes: int = 2 << 20  # CPU validation: rows per chunk so that a chunk stays in
+                                           # cache between its two passes (sum, minimum)
+
+    def __post_init__(self):
+        if self.draw not in DRAW_PATHS:
+            raise ValueError(f"draw must be one of {', '.join(map(repr, DRAW_PATHS))}, got {self.draw!r}")
+        if not (isinstance(self.block_v, int) and self.block_v >= 1 and self.block_v & (self.block_v - 1) == 0):
+            raise ValueError(f"block_v must be a power of 2, got {self.block_v!r}")
+        if not (isinstance(self.validation_chunk_bytes, int) and self.validation_chunk_bytes >= 1):
+            raise ValueError(f"validation_chunk_bytes must be a positive int, got {self.validation_chunk_bytes!r}")
 
 
-def _sums_mins(probs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+DEFAULT = VerifyConfig()
+
+
+class DrawTrace(NamedTuple):
+    """How step 2 drew the emitted tokens of one call (:func:`verify_traced`)."""
+    path: str | None              # "triton" (the kernel ran), "torch", or None (an empty batch: no draw)
+    flags: torch.Tensor | None    # path "triton": the kernel's (batch,) int8 flags, 1 = not certified
+    redrawn: int                  # rows the torch ops redrew after the kernel (the flagged ones), in one call
+
+
+# The Triton draw's first build or launch failure under draw "auto": the torch ops draw from then
+# on (warned once). A record, not a switch: nothing sets it but that failure.
+_triton_draw_failure: list[Exception] = []
+
+
+def _interpreter_on() -> bool:
+    """Whether Triton runs kernels on CPU tensors (TRITON_INTERPRET=1); asked at each call."""
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _sums_mins(probs: torch.Tensor, chunk_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per position: the total (float32 accumulation, float64 for float64) and the smallest entry;
     both NaN where a NaN is present (sum and amin propagate it). On the CPU the two passes run
-    chunk by chunk of rows, so that the second reads the chunk from cache, not memory."""
+    chunk by chunk of rows (about ``chunk_bytes`` each), so that the second reads the chunk from
+    cache, not memory."""
     acc = torch.float64 if probs.dtype == torch.float64 else torch.float32
     per_row = max(1, probs[0].numel() * probs.element_size()) if probs.shape[0] else 1
-    step = max(1, CHUNK_BYTES // per_row) if probs.device.type == "cpu" else probs.shape[0]
+    step = max(1, chunk_bytes // per_row) if probs.device.type == "cpu" else probs.shape[0]
     sums, mins = [], []
     for chunk in probs.split(max(1, step)) if probs.shape[0] else [probs]:
         sums.append(chunk.sum(dim=2, dtype=acc) if chunk.dtype != acc else chunk.sum(dim=2))
@@ -85,7 +131,7 @@ def _inverse_cdf(cdf: torch.Tensor, weights: torch.Tensor, v: torch.Tensor) -> t
     return idx
 
 
-def _buf(name: str, shape, dtype, device) -> torch.Tensor:
+def _scratch(name: str, shape, dtype, device) -> torch.Tensor:
     """optimized._scratch.scratch, in this module's namespace."""
     return scratch("speculative." + name, shape, dtype, device)
 
@@ -93,30 +139,30 @@ def _buf(name: str, shape, dtype, device) -> torch.Tensor:
 def _rows64(name: str, flat: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """flat[index] as a float64 scratch tensor (index_select copies whole rows)."""
     shape = (index.numel(), flat.shape[1])
-    out = _buf(name + "64", shape, torch.float64, flat.device)
+    out = _scratch(name + "64", shape, torch.float64, flat.device)
     if flat.dtype == torch.float64:
         return torch.index_select(flat, 0, index, out=out)
-    return out.copy_(torch.index_select(flat, 0, index, out=_buf(name, shape, flat.dtype, flat.device)))
+    return out.copy_(torch.index_select(flat, 0, index, out=_scratch(name, shape, flat.dtype, flat.device)))
 
 
 def _draw_torch(p: torch.Tensor, q: torch.Tensor | None, x: torch.Tensor, rows: torch.Tensor,
                 k: torch.Tensor, rejected: torch.Tensor, v: torch.Tensor,
-                greedy: torch.Tensor | None, scratch: str = "") -> torch.Tensor:
+                greedy: torch.Tensor | None, scratch_prefix: str = "") -> torch.Tensor:
     """The emitted token of the batch rows ``rows`` ((n,) int64 ids; every row, or the subset the
     Triton kernel flagged), the reference's token for token: each row's one float64
     distribution -- the residual max(p_k - q_k, 0) where ``rejected`` (p_k when it has no
     positive entry), else the bonus p_k -- drawn by the inverse CDF with ``v``; rows where
     ``greedy`` (None: no greedy row) take the argmax of p_k. k, rejected, v, greedy: (n,), one per
     entry of ``rows``; p (B, γ + 1, V), q (B, γ, V) or None, x (B, γ) are the whole batch.
-    ``scratch`` prefixes the names of the CPU scratch buffers (a subset keeps its own)."""
+    ``scratch_prefix`` prefixes the names of the CPU scratch buffers (a subset keeps its own)."""
     g, vocab = p.shape[1] - 1, p.shape[2]
     n = rows.numel()
-    weights = _rows64(scratch + "p", p.reshape(-1, vocab), rows * (g + 1) + k)   # (n, vocab) float64
+    weights = _rows64(scratch_prefix + "p", p.reshape(-1, vocab), rows * (g + 1) + k)   # (n, vocab) float64
     if greedy is not None:
         greedy_token = weights.argmax(dim=1)
     if g > 0 and bool(rejected.any()):
         if q is not None:          # residual max(p - q, 0); bonus rows subtract 0
-            qk = _rows64(scratch + "q", q.reshape(-1, vocab), rows * g + k.clamp(max=g - 1))
+            qk = _rows64(scratch_prefix + "q", q.reshape(-1, vocab), rows * g + k.clamp(max=g - 1))
             if not bool(rejected.all()):
                 qk.index_fill_(0, (~rejected).nonzero().squeeze(1), 0.0)
             weights.sub_(qk).clamp_(min=0)
@@ -124,7 +170,7 @@ def _draw_torch(p: torch.Tensor, q: torch.Tensor | None, x: torch.Tensor, rows: 
             ri = rejected.nonzero().squeeze(1)
             at = (ri, x[rows[ri], k[ri]])
             weights[at] = (weights[at] - 1).clamp(min=0)
-    cdf = _buf(scratch + "cdf", (n, vocab), torch.float64, p.device)
+    cdf = _scratch(scratch_prefix + "cdf", (n, vocab), torch.float64, p.device)
     torch.cumsum(weights, dim=1, out=cdf)
     empty = cdf[:, -1] == 0        # a residual with no positive entry (only through rounding):
     if bool(empty.any()):          # those rows draw from p (reference doc)
@@ -137,33 +183,33 @@ def _draw_torch(p: torch.Tensor, q: torch.Tensor | None, x: torch.Tensor, rows: 
     return token
 
 
-def _use_triton(device: torch.device) -> bool:
-    """Whether step 2 runs the Triton kernel (TRITON, INFERSPEC_SPECULATIVE_TRITON)."""
-    if TRITON in ("0", False) or _TRITON_BROKEN:
+def _use_triton(device: torch.device, draw_path: str) -> bool:
+    """Whether step 2 runs the Triton kernel for tensors on ``device`` (DRAW_PATHS' comment)."""
+    if draw_path == "torch" or (draw_path == "auto" and _triton_draw_failure):
         return False
     if device.type == "cuda":
-        return TRITON in ("auto", "1", True)
-    return TRITON in ("1", True) and os.environ.get("TRITON_INTERPRET") == "1"
+        return True
+    return draw_path == "triton" and _interpreter_on()
 
 
-def _draw_triton(p, q, x, k, lens, greedy, v) -> torch.Tensor | None:
+def _draw_triton(p, q, x, k, lens, greedy, v, config: VerifyConfig):
     """Step 2 by optimized/_speculative_triton.py (``draw_rows``), then the torch path for the
     rows it flags (not certified equal to the reference's draw: module doc there), on the CPU,
-    so that every row's token is the one the contract's sequential float64 order gives. None when the
-    kernel fails to build or launch under TRITON = "auto": the caller takes the torch path, now
-    and from then on (with a warning); with TRITON = "1" the error is raised."""
-    global _TRITON_BROKEN
+    so that every row's token is the one the contract's sequential float64 order gives. Returns
+    (tokens, the kernel's flags, the number of rows redrawn), or None when the kernel fails to
+    build or launch under draw "auto": the caller takes the torch path, now and from then on
+    (with a warning); under draw "triton" the error is raised."""
     try:
         from optimized._speculative_triton import draw_rows
-        token, flag = draw_rows(p, q, x, k, lens, greedy, v)
+        token, flag = draw_rows(p, q, x, k, lens, greedy, v, block_v=config.block_v)
     except Exception as exc:
-        if TRITON != "auto":
+        if config.draw != "auto":
             raise
-        import warnings
+        _triton_draw_failure.append(exc)
         warnings.warn(f"optimized.speculative: the Triton draw failed ({exc!r}); using torch ops instead",
-                      RuntimeWarning, stacklevel=3)
-        _TRITON_BROKEN = True
+                      RuntimeWarning, stacklevel=4)
         return None
+    redrawn = 0
     if bool(flag.any()):                                    # the one device sync of this path
         fi = flag.nonzero().squeeze(1)
         # Uncertified rows are drawn on the CPU, in the contract's order -- a sequential float64
@@ -174,24 +220,62 @@ def _draw_triton(p, q, x, k, lens, greedy, v) -> torch.Tensor | None:
         got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(fi.numel()), cpu(k), cpu(k < lens),
                           cpu(v), None, "flagged_")
         token[fi] = got.to(token.device)
-    return token
+        redrawn = fi.numel()
+    return token, flag, redrawn
 
 
 def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
            draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
            generator: torch.Generator | None = None) -> Verified:
     """Same contract as :func:`reference.speculative.verify`."""
+    return _verify(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator, DEFAULT)[0]
+
+
+def verify_with(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+                draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
+                generator: torch.Generator | None = None, config: VerifyConfig | None = None) -> Verified:
+    """:func:`verify` with every choice given by ``config`` (a :class:`VerifyConfig`; None: the
+    defaults, i.e. :func:`verify` itself). Same tokens and counts whichever path draws them; for the
+    benchmarks that time the two draw paths side by side (``VerifyConfig(draw="triton")`` against
+    ``VerifyConfig(draw="torch")``)."""
+    return _verify(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator,
+                   _checked(config))[0]
+
+
+def verify_traced(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+                  draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
+                  generator: torch.Generator | None = None,
+                  config: VerifyConfig | None = None) -> tuple[Verified, DrawTrace]:
+    """:func:`verify_with`, and how step 2 ran (a :class:`DrawTrace`): which path drew the tokens,
+    the kernel's flags and how many rows the torch ops redrew. For tests that must know that the
+    kernel ran (an explicit ``draw="triton"`` falls back to torch off CUDA without the interpreter)."""
+    return _verify(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator,
+                   _checked(config))
+
+
+def _checked(config) -> VerifyConfig:
+    if config is None:
+        return DEFAULT
+    if not isinstance(config, VerifyConfig):
+        raise TypeError(f"config must be an optimized.speculative.VerifyConfig or None, got {type(config).__name__}")
+    return config
+
+
+def _verify(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator,
+            config: VerifyConfig) -> tuple[Verified, DrawTrace]:
+    """The contract's verify with ``config``'s choices; the result and how step 2 ran."""
     a = check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator)
-    report_bad_distributions("target_probs", *_sums_mins(target_probs), a.active_p, target_probs.dtype)
+    chunk = config.validation_chunk_bytes
+    report_bad_distributions("target_probs", *_sums_mins(target_probs, chunk), a.active_p, target_probs.dtype)
     if draft_probs is not None:
-        report_bad_distributions("draft_probs", *_sums_mins(draft_probs), a.active_q, draft_probs.dtype)
+        report_bad_distributions("draft_probs", *_sums_mins(draft_probs, chunk), a.active_q, draft_probs.dtype)
     report_bad_tokens(draft_tokens, a.active_q, a.vocab)
     device = target_probs.device
     b, g = a.batch, a.gamma
     u = a.uniforms if a.uniforms is not None else draw(generator, b, g, device)
     if b == 0:
-        return Verified(torch.full((0, g + 1), PAD, dtype=torch.int64, device=device),
-                        torch.zeros(0, dtype=torch.int64, device=device))
+        return (Verified(torch.full((0, g + 1), PAD, dtype=torch.int64, device=device),
+                         torch.zeros(0, dtype=torch.int64, device=device)), DrawTrace(None, None, 0))
     p, q = target_probs.detach(), None if draft_probs is None else draft_probs.detach()
     x = torch.where(a.active_q, draft_tokens.to(torch.int64), 0)   # padding -> a harmless id
     rows = torch.arange(b, device=device)
@@ -214,33 +298,17 @@ def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_t
         k = torch.zeros(b, dtype=torch.int64, device=device)
 
     # 2. one distribution per row: the residual at the first rejection, or the bonus p; its token
-    token = _draw_triton(p, q, x, k, a.lens, a.greedy, u[:, g]) if _use_triton(device) else None
-    if token is None:
+    drawn = _draw_triton(p, q, x, k, a.lens, a.greedy, u[:, g], config) if _use_triton(device, config.draw) else None
+    if drawn is not None:
+        token, flags, redrawn = drawn
+        trace = DrawTrace("triton", flags, redrawn)
+    else:
         token = _draw_torch(p, q, x, rows, k, k < a.lens, u[:, g], a.greedy if any_greedy else None)
+        trace = DrawTrace("torch", None, 0)
 
     # 3. accepted drafts, the emitted token, PAD
     cols = torch.arange(g + 1, device=device)
     tokens = torch.full((b, g + 1), PAD, dtype=torch.int64, device=device)
     tokens[:, :g] = torch.where(cols[None, :g] < k[:, None], x, PAD)
     tokens[rows, k] = token
-    return Verified(tokens, k)
-
-
-def verify_with(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
-                draw: str, draft_lens=None, greedy=None, uniforms: torch.Tensor | None = None,
-                generator: torch.Generator | None = None) -> Verified:
-    """:func:`verify` with step 2's path chosen for this call instead of by ``TRITON``: ``draw`` is
-    "torch" (TRITON "0"), "triton" (TRITON "1": on CUDA, or on the CPU under the Triton
-    interpreter; errors raised) or "auto" (TRITON "auto"). Same tokens whichever path draws them;
-    for the benchmarks that time the two paths side by side. Not thread-safe: it sets ``TRITON``
-    for the duration of the call."""
-    global TRITON
-    modes = {"torch": "0", "triton": "1", "auto": "auto"}
-    if draw not in modes:
-        raise ValueError(f"draw must be one of {sorted(modes)}, got {draw!r}")
-    saved, TRITON = TRITON, modes[draw]
-    try:
-        return verify(target_probs, draft_probs, draft_tokens, draft_lens=draft_lens, greedy=greedy,
-                      uniforms=uniforms, generator=generator)
-    finally:
-        TRITON = saved
+    return Verified(tokens, k), trace

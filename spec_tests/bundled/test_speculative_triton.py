@@ -1,18 +1,21 @@
-"""The Triton draw of the bundled optimized verifier (optimized/_speculative_triton.py, selected in
-optimized/speculative.py by INFERSPEC_SPECULATIVE_TRITON), forced on at small vocabularies and
-small blocks (several blocks per row) so the CPU interpreter runs it: token for token and count
+"""The Triton draw of the bundled optimized verifier (optimized/_speculative_triton.py, chosen in
+optimized/speculative.py by ``VerifyConfig(draw=...)``), asked for explicitly
+(``verify_traced(..., config=VerifyConfig(draw="triton", block_v=16))``, whose trace says that the
+kernel ran and which rows it flagged) at small vocabularies and small blocks (several blocks per
+row) so the CPU interpreter runs it: token for token and count
 for count against reference.speculative.verify with the same uniforms -- random p and q, disjoint
 supports, p == q, q > 0 where p = 0, drafts without probabilities, greedy rows with argmax ties,
 per-row γ, uniforms of 0 and just below 1, every float dtype, batch 0, γ 0 -- and the fallback:
 the rows the kernel cannot certify (empty residuals, targets within the rounding margin of a
 cumulative step) are flagged, their raw kernel tokens can differ from the reference, and the
 torch path redraws exactly them. Private helper of the bundled code: never run against a
-submission (the contract: spec_tests/speculative/; to run that whole spec through this path on
-the CPU: INFERSPEC_SPECULATIVE_TRITON=1 pytest spec_tests/speculative --impl optimized)."""
+submission (the contract: spec_tests/speculative/). To run that whole spec through this path on
+the CPU under TRITON_INTERPRET=1, check a file that binds it, e.g. one holding
+``def verify(*a, **k): return verify_with(*a, config=VerifyConfig(draw="triton"), **k)``
+(``pytest spec_tests/speculative --impl that_file.py``)."""
 from __future__ import annotations
 
 import math
-import os
 from types import SimpleNamespace
 
 import pytest
@@ -34,46 +37,40 @@ DTYPES = {"float64": torch.float64, "float32": torch.float32, "float16": torch.f
 
 
 @pytest.fixture
-def tri(monkeypatch):
-    """Route verify's step 2 through the kernel (CPU tensors under TRITON_INTERPRET=1, else CUDA
-    tensors natively) with 16-token blocks, recording the flags of every kernel call."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
+def tri():
+    """Where the kernel runs (CPU tensors under TRITON_INTERPRET=1, else CUDA tensors natively) and
+    the config that routes verify's step 2 through it with 16-token blocks."""
+    if opt._interpreter_on():
         device = "cpu"
     elif torch.cuda.is_available():
         device = "cuda"
     else:
         pytest.skip("the kernel runs on CUDA or under TRITON_INTERPRET=1")
-    monkeypatch.setattr(opt, "TRITON", "1")
-    monkeypatch.setattr(kern, "BLOCK_V", 16)
-    flags = []
-    real = kern.draw_rows
-
-    def spy(*args, **kwargs):
-        tok, flag = real(*args, **kwargs)
-        flags.append(flag.cpu().clone())
-        return tok, flag
-
-    monkeypatch.setattr(kern, "draw_rows", spy)
-    return SimpleNamespace(device=device, flags=flags)
+    return SimpleNamespace(device=device, config=opt.VerifyConfig(draw="triton", block_v=16))
 
 
 def _to(kw: dict, device) -> dict:
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
 
 
-def _check(kw: dict, tri) -> None:
-    """opt.verify through the kernel == reference.verify on the CPU (the contract's sequential
-    float64 cumsum), tokens and counts; the kernel ran. On CUDA too: certified rows do not depend
-    on the summation order, and flagged rows are redrawn on the CPU (on CUDA torch.cumsum is a
-    parallel scan whose last bits depend on the shape: the first H200 run, which redrew flagged
-    rows on the GPU, differed from the reference on the razor-edge rows below)."""
+def _check(kw: dict, tri, config: opt.VerifyConfig | None = None) -> opt.DrawTrace:
+    """opt.verify_traced through the kernel (``config``, default ``tri.config``) ==
+    reference.verify on the CPU (the contract's sequential float64 cumsum), tokens and counts; the
+    kernel ran (the trace says so); returns the trace (the kernel's flags, the rows redrawn). On
+    CUDA too: certified rows do not depend on the summation order, and flagged rows are redrawn on
+    the CPU (on CUDA torch.cumsum is a parallel scan whose last bits depend on the shape: the first
+    H200 run, which redrew flagged rows on the GPU, differed from the reference on the razor-edge
+    rows below)."""
     want = ref.verify(**kw)
-    n = len(tri.flags)
-    got = opt.verify(**_to(kw, tri.device))
+    got, trace = opt.verify_traced(**_to(kw, tri.device), config=config or tri.config)
     assert torch.equal(got.num_accepted.cpu(), want.num_accepted), (got.num_accepted, want.num_accepted)
     assert torch.equal(got.tokens.cpu(), want.tokens), (got.tokens, want.tokens)
     if kw["target_probs"].shape[0]:
-        assert len(tri.flags) == n + 1, "the Triton kernel did not run"
+        assert trace.path == "triton", "the Triton kernel did not run"
+        assert trace.redrawn == int(trace.flags.sum())   # the flagged rows, and only them, redrawn
+    else:
+        assert trace.path is None                         # an empty batch: nothing to draw
+    return trace
 
 
 def _batch(kind: str, b: int, g: int, vocab: int, dtype: str, seed: int) -> dict:
@@ -217,8 +214,7 @@ def test_empty_residual_is_flagged_and_drawn_from_p(tri, dtype):
     tok, flag = _raw(kw, torch.zeros(b, dtype=torch.int64), tri.device)
     assert flag.tolist() == [1] * b
     assert not torch.equal(tok, ref.verify(**kw).tokens[:, 0])   # ignoring the flags would be wrong
-    _check(kw, tri)
-    assert tri.flags[-1].tolist() == [1] * b
+    assert _check(kw, tri).flags.tolist() == [1] * b
 
 
 @pytest.mark.parametrize("residual", [False, True])
@@ -262,18 +258,8 @@ def test_targets_on_a_cumulative_step_are_flagged(tri, residual):
         assert bool(wrong.any()), "no row where the summation order changes the token: the case is too easy"
     assert bool(flag[wrong].all()), "a row whose kernel token differs from the reference was not flagged"
     assert bool(flag.all())
-    calls = []
-    real = opt._draw_torch
-
-    def spy(p_, q_, x_, rows, *args, **kwargs):
-        calls.append(rows.numel())     # on CUDA the flagged rows arrive as a CPU sub-batch
-        return real(p_, q_, x_, rows, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(opt, "_draw_torch", spy)
-        mp.setattr(kern, "BLOCK_V", 4)
-        _check(kw, tri)
-    assert calls == [int(tri.flags[-1].sum())]   # the flagged rows (all of them here), in one call
+    trace = _check(kw, tri, opt.VerifyConfig(draw="triton", block_v=4))
+    assert bool(trace.flags.all()) and trace.redrawn == b   # the flagged rows (all of them here), redrawn
 
 
 def test_ordinary_rows_are_certified(tri):
@@ -282,8 +268,8 @@ def test_ordinary_rows_are_certified(tri):
     kw = _batch("random", 8, 2, 200, "float32", seed=13)
     kw["uniforms"] = torch.rand(8, 3, generator=torch.Generator().manual_seed(2), dtype=F64) * 0.98 + 0.01
     kw["greedy"] = None
-    _check(kw, tri)
-    assert tri.flags[-1].tolist() == [0] * 8
+    trace = _check(kw, tri)
+    assert trace.flags.tolist() == [0] * 8 and trace.redrawn == 0
 
 
 @pytest.mark.heavy
@@ -297,13 +283,14 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 import optimized._speculative_triton as m
+from optimized.speculative import VerifyConfig
 for dtype, one, has_q in [('fp32', 0, 1), ('bf16', 0, 0), ('fp16', 1, 1), ('fp64', 1, 0)]:
     i = 'constexpr' if one else 'i32'
     sig = {'p_ptr': '*' + dtype, 'q_ptr': '*' + dtype, 'x_ptr': '*i64', 'k_ptr': '*i64', 'lens_ptr': '*i64',
            'greedy_ptr': '*u1', 'v_ptr': '*fp64', 'tok_ptr': '*i64', 'flag_ptr': '*i8', 'V': i, 'G': i,
            'sp_b': 'i64', 'sp_i': 'i32', 'sp_v': i, 'sq_b': 'i64', 'sq_i': 'i32', 'sq_v': i, 'sx_b': 'i32',
            'sv': 'i32', 'HAS_Q': 'constexpr', 'BLOCK': 'constexpr'}
-    const = dict(HAS_Q=bool(has_q), BLOCK=16 if one else m.BLOCK_V)
+    const = dict(HAS_Q=bool(has_q), BLOCK=16 if one else VerifyConfig().block_v)
     if one:
         const.update(V=1, G=1, sp_v=1, sq_v=1)
     triton.compile(ASTSource(fn=m._draw_kernel, signature=sig, constexprs=const),
