@@ -97,6 +97,11 @@ def control_spec(concept_id: str, name: str) -> str:
 
 
 def find(concept_id: str, name: str) -> Mutant:
+    """The planted mutant ``name`` of the concept's table, or a mechanical one (``mech_...``,
+    :mod:`conformance.mechanical`)."""
+    from conformance import mechanical
+    if name.startswith(mechanical.PREFIX):
+        return mechanical.patch(concept_id, name)
     for m in table(concept_id):
         if m.name == name:
             return m

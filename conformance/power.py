@@ -93,6 +93,21 @@ def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp
     return merged
 
 
+def mechanical_selection(concepts, which: str, sample: int | None, seed: int) -> list:
+    """[(concept, Patch)] of the mechanical mutants of ``concepts`` (``which``: reference, optimized
+    or both), all or a fixed random sample of ``sample`` per concept."""
+    import random
+    from conformance import mechanical
+    modules = mechanical.MODULES if which == "both" else (which,)
+    out = []
+    for c in concepts:
+        found = mechanical.all_patches(c, modules)
+        if sample is not None and sample < len(found):
+            found = sorted(random.Random(f"{seed}:{c}").sample(found, sample), key=lambda m: m.name)
+        out += [(c, m) for m in found]
+    return out
+
+
 def control_nodeid(nodeid: str, cid: str, name: str) -> str:
     """The mutant's failing test, parametrized with its control instead of the mutant."""
     path, sep, params = nodeid.partition("[")
@@ -191,10 +206,20 @@ def main(argv: list[str]) -> int:
     p.add_argument("--jobs", type=int, default=1, help="processes per seed (default 1; the seeds run side by side)")
     p.add_argument("--no-control", action="store_true",
                    help="skip the controls (each caught mutant's failing test run without the bug)")
+    p.add_argument("--mechanical", choices=["reference", "optimized", "both"], default=None,
+                   help="run the mechanical mutants of the concepts' modules (conformance/mechanical.py) "
+                        "instead of the planted ones")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="with --mechanical: a fixed random sample of N mutants per concept")
+    p.add_argument("--sample-seed", type=int, default=0, help="the sample's seed (default 0)")
     args = p.parse_args(argv)
     wanted = {c for arg in args.concept for c in arg.split(",") if c}
     from conformance.registry import CONCEPTS
-    selected = [(c, m) for c in (sorted(wanted) if wanted else CONCEPTS) for m in mutants.table(c)]
+    concepts = sorted(wanted) if wanted else list(CONCEPTS)
+    if args.mechanical:
+        selected = mechanical_selection(concepts, args.mechanical, args.sample, args.sample_seed)
+    else:
+        selected = [(c, m) for c in concepts for m in mutants.table(c)]
     seeds = [int(s) for s in args.seeds.split(",") if s] if args.profile == "dev" else [None]
     control = not args.no_control
     rows = {(c, m.name): [] for c, m in selected}
@@ -232,6 +257,12 @@ def main(argv: list[str]) -> int:
                           "control": [why for _, _, _, why in v] if control else None}
                          for (c, n), v in rows.items()]}, indent=1))
     print(f"{len(rows) - len(missed)}/{len(rows)} mutants caught on every seed")
+    if args.mechanical:
+        for c in concepts:
+            mine = [k for k in rows if k[0] == c]
+            if mine:
+                killed = sum(k not in missed for k in mine)
+                print(f"mechanical score {c}: {killed}/{len(mine)} killed ({100 * killed / len(mine):.1f} %)")
     if control:
         checked = sum(ok for v in rows.values() for ok, _, _, _ in v)
         passed = sum(ok and sound for v in rows.values() for ok, sound, _, _ in v)

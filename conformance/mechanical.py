@@ -1,0 +1,203 @@
+"""Mechanical mutants: every single-change variant of a concept's module that a small set of AST
+operators can make, written by no one, so the suite's power is measured on bugs nobody tuned it to.
+
+The operators (each site of the module's syntax tree, in a fixed walk order, gives one variant per
+replacement):
+
+- comparisons at their boundary: ``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <-> ``!=``, ``is`` <->
+  ``is not``, ``in`` <-> ``not in``;
+- ``and`` <-> ``or``; ``not x`` -> ``x``;
+- arithmetic: ``+`` <-> ``-``, ``*`` <-> ``/``, ``//`` -> ``/``, ``%`` -> ``//``;
+- an integer constant (not a bool) ``n`` -> ``n + 1`` and ``n - 1`` (indices, bounds, defaults);
+- ``min`` <-> ``max`` (a call of the builtin, or a method ``.min``/``.max``);
+- the first two positional arguments of a call swapped;
+- a dropped statement: a ``raise`` (a missing validation), a bare call (a missing side effect), an
+  augmented assignment (a missing update) -> ``pass``;
+- ``break`` <-> ``continue``.
+
+A variant is named ``mech_<module>_<k>`` (``module``: ``reference`` or ``optimized``; ``k``: its
+index in the walk) and behaves as any planted mutant (:mod:`conformance.mutants`): as an
+implementation it is ``mutant:<concept>.mech_reference_12``; its control is the unchanged file run
+the same way. The index is stable while the file is unchanged. Docstrings, ``__all__`` and
+annotations are never mutated.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable
+
+from conformance.declarations import Patch
+from conformance.registry import ROOT, optimized_path
+
+PREFIX = "mech_"
+MODULES = ("reference", "optimized")
+
+_COMPARE = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq,
+            ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
+_ARITH = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
+          ast.Mod: ast.FloorDiv}
+_SYMBOL = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=", ast.Is: "is",
+           ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in", ast.Add: "+", ast.Sub: "-", ast.Mult: "*",
+           ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.And: "and", ast.Or: "or"}
+
+
+@dataclass(frozen=True)
+class Site:
+    """One variant: where (line), what (words), and the change, made in place on ``node`` (a node
+    of the tree the site was found in: make each variant from a freshly parsed tree)."""
+    line: int
+    what: str
+    node: ast.AST
+    change: Callable[[ast.AST], None]
+
+    def apply(self) -> None:
+        self.change(self.node)
+
+
+def _skipped(tree: ast.Module) -> set[int]:
+    """Nodes never mutated: docstrings, ``__all__``/``__optional__`` and other dunder assignments,
+    annotations."""
+    out: set[int] = set()
+
+    def mark(node):
+        out.update(id(sub) for sub in ast.walk(node))
+
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body:
+            first = body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                mark(first)
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.startswith("__") for t in node.targets):
+            mark(node)
+        if isinstance(node, ast.AnnAssign):
+            mark(node.annotation)
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            mark(node.annotation)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.returns is not None:
+            mark(node.returns)
+    return out
+
+
+def _set_op(new):
+    return lambda n: setattr(n, "op", new())
+
+
+def sites(tree: ast.Module) -> list[Site]:
+    """Every variant of ``tree``, in :func:`ast.walk`'s order."""
+    skip = _skipped(tree)
+    out: list[Site] = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                new = _COMPARE.get(type(op))
+                if new is not None:
+                    out.append(Site(line, f"{_SYMBOL[type(op)]} -> {_SYMBOL[new]}", node,
+                                    lambda n, i=i, new=new: n.ops.__setitem__(i, new())))
+        elif isinstance(node, ast.BoolOp):
+            new = ast.Or if isinstance(node.op, ast.And) else ast.And
+            out.append(Site(line, f"{_SYMBOL[type(node.op)]} -> {_SYMBOL[new]}", node, _set_op(new)))
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _ARITH:
+            new = _ARITH[type(node.op)]
+            eq = "=" if isinstance(node, ast.AugAssign) else ""
+            out.append(Site(line, f"{_SYMBOL[type(node.op)]}{eq} -> {_SYMBOL[new]}{eq}", node, _set_op(new)))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            out.append(Site(line, "not x -> x", node, _set_op(ast.UAdd)))
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            for delta in (1, -1):
+                out.append(Site(line, f"{node.value} -> {node.value + delta}", node,
+                                lambda n, d=delta: setattr(n, "value", n.value + d)))
+        elif isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+            if name in ("min", "max"):
+                other = "max" if name == "min" else "min"
+                attr = "id" if isinstance(f, ast.Name) else "attr"
+                out.append(Site(line, f"{name} -> {other}", node, lambda n, a=attr, o=other: setattr(n.func, a, o)))
+            if len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args):
+                call = name or "call"
+                out.append(Site(line, f"{call}(a, b, ...) -> {call}(b, a, ...)", node,
+                                lambda n: n.args.__setitem__(slice(0, 2), [n.args[1], n.args[0]])))
+        elif isinstance(node, (ast.Break, ast.Continue)):
+            new = ast.Continue if isinstance(node, ast.Break) else ast.Break
+            out.append(Site(line, f"{type(node).__name__.lower()} -> {new.__name__.lower()}", node,
+                            lambda n, new=new: setattr(n, "__class__", new)))
+        for field in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, field, None)
+            if not isinstance(stmts, list):
+                continue
+            for i, stmt in enumerate(stmts):
+                if id(stmt) in skip:
+                    continue
+                if (isinstance(stmt, (ast.Raise, ast.AugAssign))
+                        or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call))):
+                    text = ast.unparse(stmt).splitlines()[0][:60]
+                    out.append(Site(stmt.lineno, f"drop `{text}`", node,
+                                    lambda n, f=field, i=i: getattr(n, f).__setitem__(i, ast.Pass())))
+    return out
+
+
+def variants(path: str) -> list[tuple[int, str]]:
+    """(line, what) of every variant of the repository file ``path``, index = position."""
+    return [(s.line, s.what) for s in sites(ast.parse((ROOT / path).read_text()))]
+
+
+def variant_source(path: str, k: int) -> str:
+    """The text of variant ``k`` of ``path`` (the whole module, unparsed from the changed tree)."""
+    tree = ast.parse((ROOT / path).read_text())
+    found = sites(tree)
+    if not 0 <= k < len(found):
+        raise ValueError(f"{path} has {len(found)} mechanical variants, no variant {k}")
+    found[k].apply()
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def name_of(module: str, k: int) -> str:
+    return f"{PREFIX}{module}_{k}"
+
+
+def parse_name(name: str) -> tuple[str, int]:
+    """``mech_reference_12`` -> ("reference", 12)."""
+    body = name[len(PREFIX):] if name.startswith(PREFIX) else ""
+    module, _, k = body.rpartition("_")
+    if module not in MODULES or not k.isdigit():
+        raise ValueError(f"{name!r}: a mechanical mutant is named {PREFIX}<reference|optimized>_<index>")
+    return module, int(k)
+
+
+def patch(concept_id: str, name: str) -> Patch:
+    """Variant ``name`` of ``concept_id`` as a planted mutant (the whole file replaced by the variant's
+    text; its control is the unchanged file)."""
+    module, k = parse_name(name)
+    path = source_of(module, concept_id)
+    line, what = variants(path)[k] if k < len(variants(path)) else (0, "")
+    new = variant_source(path, k)
+    return Patch(name, f"mechanical: {path}:{line}: {what}", (ROOT / path).read_text(), new, file=path)
+
+
+def all_patches(concept_id: str, modules=MODULES) -> list[Patch]:
+    """Every mechanical mutant of ``concept_id``'s reference (and optimized) module."""
+    out = []
+    for module in modules:
+        if module == "optimized" and optimized_path(concept_id) is None:
+            continue
+        path = source_of(module, concept_id)
+        original = (ROOT / path).read_text()
+        for k, (line, what) in enumerate(variants(path)):
+            out.append(Patch(name_of(module, k), f"mechanical: {path}:{line}: {what}", original,
+                             variant_source(path, k), file=path))
+    return out
+
+
+def source_of(module: str, concept_id: str) -> str:
+    """The repository path of ``module``'s file for ``concept_id`` (a package's ``__init__.py``)."""
+    if module == "reference":
+        return f"reference/{concept_id}.py"
+    path = optimized_path(concept_id)
+    if path is None:
+        raise ValueError(f"concept {concept_id!r} has no optimized module")
+    return path + "__init__.py" if path.endswith("/") else path

@@ -1,0 +1,94 @@
+"""The mechanical mutation engine (conformance/mechanical.py): which single changes it makes, that
+each variant is the original file with exactly that change, and that a variant runs as a mutant of
+its concept (``mutant:<concept>.mech_reference_<k>``) with the unchanged file as its control."""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import pytest
+
+from conformance import mechanical, mutants, power
+from conformance.registry import CONCEPTS
+
+SOURCE = textwrap.dedent('''\
+    """Module doc: 1 < 2 is never mutated."""
+    __all__ = ["f"]
+
+
+    def f(x: int, n: int = 3) -> int:
+        """f's doc, 5 >= 4."""
+        if x < n and not x == 0:
+            raise ValueError("x")
+        total = 0
+        for i in range(n):
+            total += min(i, x)
+            if i > 7:
+                break
+        print(x, n)
+        return total * 2
+    ''')
+
+
+def _whats(source: str) -> list[str]:
+    return [s.what for s in mechanical.sites(ast.parse(source))]
+
+
+def test_the_operators_and_what_they_leave_alone():
+    whats = _whats(SOURCE)
+    for expected in ["< -> <=", "and -> or", "not x -> x", "== -> !=", "> -> >=", "+= -> -=", "* -> /",
+                     "min -> max", "min(a, b, ...) -> min(b, a, ...)", "break -> continue",
+                     "drop `raise ValueError('x')`", "drop `print(x, n)`", "drop `total += min(i, x)`",
+                     "3 -> 4", "3 -> 2", "0 -> 1", "7 -> 8", "2 -> 3"]:
+        assert expected in whats, (expected, whats)
+    # docstrings, __all__ and annotations are never mutated; strings are not constants to change
+    assert not any(w.startswith(("1 ->", "5 ->", "4 ->")) for w in whats), whats
+    assert "print(a, b, ...) -> print(b, a, ...)" in whats
+
+
+def test_each_variant_is_the_file_with_exactly_one_change(tmp_path, monkeypatch):
+    monkeypatch.setattr(mechanical, "ROOT", tmp_path)
+    (tmp_path / "m.py").write_text(SOURCE)
+    original = ast.dump(ast.parse(SOURCE))
+    seen = set()
+    for k, (line, what) in enumerate(mechanical.variants("m.py")):
+        text = mechanical.variant_source("m.py", k)
+        tree = ast.parse(text)  # it parses
+        assert ast.dump(tree) != original, (k, what)   # it changed
+        seen.add(text)
+        compile(text, "m.py", "exec")
+    assert len(seen) == len(mechanical.variants("m.py"))  # every variant differs from every other
+    with pytest.raises(ValueError, match="no variant"):
+        mechanical.variant_source("m.py", 10_000)
+
+
+def test_names_resolve_as_mutants_with_the_unchanged_file_as_control():
+    m = mutants.find("kv_bytes", "mech_reference_0")
+    assert m.file == "reference/kv_bytes.py" and m.doc.startswith("mechanical: reference/kv_bytes.py:")
+    assert mutants.patched_source(m) == mechanical.variant_source("reference/kv_bytes.py", 0)
+    for bad in ("mech_reference_x", "mech_elsewhere_1", "mech_"):
+        with pytest.raises(ValueError, match="mechanical mutant is named"):
+            mechanical.parse_name(bad)
+
+
+@pytest.mark.parametrize("cid", list(CONCEPTS))
+def test_every_reference_module_yields_variants_that_compile(cid):
+    path = mechanical.source_of("reference", cid)
+    found = mechanical.variants(path)
+    assert len(found) >= 20, (cid, len(found))
+    for k in range(0, len(found), max(1, len(found) // 15)):  # a spread of them: each compiles
+        compile(mechanical.variant_source(path, k), path, "exec")
+
+
+@pytest.mark.heavy
+def test_a_sample_runs_as_mutants_and_is_scored(tmp_path):
+    """Four mechanical mutants of kv_bytes through the power run: each is run against the spec,
+    every catch is confirmed by its control (the unchanged file passes the test that failed)."""
+    selected = power.mechanical_selection(["kv_bytes"], "reference", 4, 0)
+    assert len(selected) == 4 and all(m.name.startswith("mech_reference_") for _, m in selected)
+    report = power.run(selected, profile="mutants", tmp=tmp_path, jobs=1)
+    caught = [m.name for c, m in selected if power.verdict(report, c, m.name)[0]]
+    assert caught, "no mechanical mutant of the sample was caught"
+    for name in caught:
+        ok, why = power.control_verdict(report, "kv_bytes", name)
+        assert ok, (name, why)
