@@ -49,31 +49,43 @@ def groups(selected: list[tuple[str, object]], n: int) -> list[list[str]]:
 
 
 def _pytest_runs(runs: list[tuple[list[str], list[str]]], profile: str, seed: int | None, tmp: Path,
-                 tag: str, timeout: float) -> dict:
-    """One pytest process per ``(paths_or_nodeids, args)``, all at once; the merged report JSON."""
+                 tag: str, timeout: float, parallel: int | None = None) -> dict:
+    """One pytest process per ``(paths_or_nodeids, args)``, at most ``parallel`` at a time (default:
+    all at once); the merged report JSON."""
     env = {**os.environ, "INFERSPEC_PROFILE": profile}
     env.pop("INFERSPEC_IMPL", None)
-    procs = []
-    for i, (targets, args) in enumerate(runs):
+
+    def one(i: int) -> tuple[Path, subprocess.CompletedProcess]:
+        targets, args = runs[i]
         out = tmp / f"{tag}{i}-{seed}.json"
         cmd = [sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
                f"--hypothesis-profile={profile}", "--no-report", "--report-json", str(out), *args]
         if seed is not None:
             cmd.append(f"--hypothesis-seed={seed}")
-        procs.append((out, subprocess.Popen(cmd, cwd=SPEC_DIR.parent, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, text=True, env=env)))
+        return out, subprocess.run(cmd, cwd=SPEC_DIR.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True, env=env, timeout=timeout)
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel or len(runs))) as pool:
+        done = list(pool.map(one, range(len(runs))))
     merged: dict = {"concepts": {}}
-    for out, proc in procs:
-        log, _ = proc.communicate(timeout=timeout)
+    for out, proc in done:
         if not out.exists():
-            raise RuntimeError(f"{tag} run wrote no report (exit {proc.returncode}):\n{log[-6000:]}")
+            raise RuntimeError(f"{tag} run wrote no report (exit {proc.returncode}):\n{proc.stdout[-6000:]}")
         for cid, row in json.loads(out.read_text())["concepts"].items():
             merged["concepts"].setdefault(cid, {}).update(row)
     return merged
 
 
+def _chunks(members: list, size: int | None) -> list[list]:
+    """``members`` in runs of at most ``size`` (None: one run): one pytest process checks at most
+    that many implementations (hundreds of mechanical mutants in one process exhaust its memory)."""
+    size = size or max(1, len(members))
+    return [members[i:i + size] for i in range(0, len(members), size)]
+
+
 def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp: Path | None = None,
-        jobs: int | None = None, timeout: float = 4 * 3600, control: bool = True) -> dict:
+        jobs: int | None = None, timeout: float = 4 * 3600, control: bool = True,
+        max_impls: int | None = None) -> dict:
     """Run the mutants (``[(concept, mutant)]``, default all) and return the merged report JSON
     (``{"concepts": {cid: {impl_id: cell}}, "controls": {impl_id: cell}}``); with ``control``, then
     each caught mutant's failing test against its control (module doc). Raises RuntimeError when a
@@ -83,14 +95,18 @@ def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
     runs = []
     for group in groups(selected, jobs):
-        args = ["--first-failure-per-concept", "--concept", ",".join(group)]
-        for cid, m in selected:
-            if cid in group:
+        for chunk in _chunks([(cid, m) for cid, m in selected if cid in group], max_impls):
+            args = ["--first-failure-per-concept", "--concept", ",".join(sorted({c for c, _ in chunk}))]
+            for cid, m in chunk:
                 args += ["--impl", mutants.spec(cid, m.name)]
-        runs.append(([str(SPEC_DIR)], args))
-    merged = _pytest_runs(runs, profile, seed, tmp, "report", timeout)
-    merged["controls"] = _run_controls(merged, selected, profile, seed, tmp, jobs, timeout) if control else {}
+            runs.append(([str(SPEC_DIR)], args))
+    merged = _pytest_runs(runs, profile, seed, tmp, "report", timeout, parallel=jobs)
+    merged["controls"] = (_run_controls(merged, selected, profile, seed, tmp, jobs, timeout, max_impls)
+                          if control else {})
     return merged
+
+
+MECHANICAL_CHUNK = 40  # mechanical mutants per pytest process
 
 
 def mechanical_selection(concepts, which: str, sample: int | None, seed: int) -> list:
@@ -118,7 +134,7 @@ def control_nodeid(nodeid: str, cid: str, name: str) -> str:
     return f"{path}[{'-'.join(ctl if i == mutant else i for i in ids)}]"
 
 
-def _run_controls(report: dict, selected, profile, seed, tmp, jobs, timeout) -> dict:
+def _run_controls(report: dict, selected, profile, seed, tmp, jobs, timeout, max_impls=None) -> dict:
     """Each caught mutant's first failing test, run for its control; {mutant impl_id: control cell}."""
     wanted = []
     for cid, m in selected:
@@ -130,13 +146,12 @@ def _run_controls(report: dict, selected, profile, seed, tmp, jobs, timeout) -> 
         return {}
     runs = []
     for group in groups([(c, m) for c, m, _ in wanted], jobs):
-        args, nodeids = ["--concept", ",".join(group)], []
-        for cid, m, nodeid in wanted:
-            if cid in group:
+        for chunk in _chunks([w for w in wanted if w[0] in group], max_impls):
+            args = ["--concept", ",".join(sorted({c for c, _, _ in chunk}))]
+            for cid, m, _ in chunk:
                 args += ["--impl", mutants.control_spec(cid, m.name)]
-                nodeids.append(nodeid)
-        runs.append((nodeids, args))
-    merged = _pytest_runs(runs, profile, seed, tmp, "control", timeout)
+            runs.append(([nodeid for _, _, nodeid in chunk], args))
+    merged = _pytest_runs(runs, profile, seed, tmp, "control", timeout, parallel=jobs)
     out = {}
     for cid, m, nodeid in wanted:
         cell = merged["concepts"].get(cid, {}).get(mutants.control_id(cid, m.name))
@@ -226,7 +241,8 @@ def main(argv: list[str]) -> int:
     t0 = time.monotonic()
 
     def one(seed: int | None) -> dict:
-        report = run(selected, profile=args.profile, seed=seed, jobs=args.jobs, control=control)
+        report = run(selected, profile=args.profile, seed=seed, jobs=args.jobs, control=control,
+                     max_impls=MECHANICAL_CHUNK if args.mechanical else None)
         caught = sum(verdict(report, c, m.name)[0] for c, m in selected)
         print(f"seed {seed}: {caught}/{len(rows)} caught, done after {time.monotonic() - t0:.0f} s", flush=True)
         return report
