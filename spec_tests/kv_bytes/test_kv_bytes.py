@@ -242,6 +242,9 @@ APPEND_BAD = [
     Bad("v with the wrong kv_heads", dict(v=_chunk(heads=1)), ValueError, ("v",)),
     Bad("v with the wrong head_dim", dict(v=_chunk(dim=8)), ValueError, ("v",)),
     Bad("k and v of different lengths", dict(k=_chunk(n=2)), ValueError, ("k", "v")),
+    # both wrong the same way: only the shape check can see it (k.shape == v.shape)
+    Bad("k and v with the wrong batch", dict(k=_chunk(batch=2), v=_chunk(batch=2)), ValueError, ("k",)),
+    Bad("k and v with the wrong head_dim", dict(k=_chunk(dim=8), v=_chunk(dim=8)), ValueError, ("k",)),
     Bad("past max_seq_len", dict(k=_chunk(n=2), v=_chunk(n=2)), ValueError, ("max_seq_len",)),
 ]
 
