@@ -76,6 +76,28 @@ def _pytest_runs(runs: list[tuple[list[str], list[str]]], profile: str, seed: in
     return merged
 
 
+# A mechanical mutant can loop forever or allocate without bound (a ``break`` made ``continue``, a
+# bound made larger): it runs isolated, as a submission file whose name is its report column, with
+# a memory cap and a short call deadline, so it costs its own cell and never the run.
+ISOLATION_LIMITS = ["--memory", "4", "--call-timeout", "20"]
+
+
+def _isolated(m) -> bool:
+    from conformance import mechanical
+    return m.name.startswith(mechanical.PREFIX)
+
+
+def _impl_arg(cid: str, m, tmp: Path) -> str:
+    """The ``--impl`` of mutant ``m``: its spec (planted: in-process), or for a mechanical one a
+    file ``<impl_id>.py`` holding the variant's text (run isolated)."""
+    if not _isolated(m):
+        return mutants.spec(cid, m.name)
+    path = tmp / "variants" / f"{mutants.impl_id(cid, m.name)}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(mutants.patched_source(m))
+    return str(path)
+
+
 def _chunks(members: list, size: int | None) -> list[list]:
     """``members`` in runs of at most ``size`` (None: one run): one pytest process checks at most
     that many implementations (hundreds of mechanical mutants in one process exhaust its memory)."""
@@ -98,7 +120,9 @@ def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp
         for chunk in _chunks([(cid, m) for cid, m in selected if cid in group], max_impls):
             args = ["--first-failure-per-concept", "--concept", ",".join(sorted({c for c, _ in chunk}))]
             for cid, m in chunk:
-                args += ["--impl", mutants.spec(cid, m.name)]
+                args += ["--impl", _impl_arg(cid, m, tmp)]
+            if any(_isolated(m) for _, m in chunk):
+                args += ISOLATION_LIMITS
             runs.append(([str(SPEC_DIR)], args))
     merged = _pytest_runs(runs, profile, seed, tmp, "report", timeout, parallel=jobs)
     merged["controls"] = (_run_controls(merged, selected, profile, seed, tmp, jobs, timeout, max_impls)
@@ -184,6 +208,8 @@ def control_verdict(report: dict, cid: str, name: str) -> tuple[bool, str]:
     """(the mutant's catch is its bug's, why not): its failing test passed for its control and the
     failure is not a harness error."""
     cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, name)) or {}
+    if _killed_by_death(cell, name):
+        return True, f"killed: {cell.get('verdict', cell['status'])}"
     why = harness_error(cell)
     if why:
         return False, f"harness error: {why}"
@@ -205,7 +231,18 @@ def verdict(report: dict, cid: str, name: str) -> tuple[bool, str]:
     if cell["status"] == Verdict.FAILED:
         first = cell.get("first_failure") or {}
         return True, str(first.get("test", "")).split("::")[-1].split("[")[0]
+    if _killed_by_death(cell, name):
+        return True, f"{cell.get('verdict', cell['status'])} in {cell.get('verdict_test', '').split('::')[-1]}"
     return False, f"{cell['status']} ({cell['passed']} passed)"
+
+
+def _killed_by_death(cell: dict, name: str) -> bool:
+    """A mechanical mutant whose isolated run hung, blew its memory cap or crashed was seen by the
+    spec (the unchanged file does none of these): killed. A planted mutant runs in-process and
+    must fail a test."""
+    from conformance import mechanical
+    from conformance.verdict import DEATHS
+    return name.startswith(mechanical.PREFIX) and cell.get("status") in DEATHS
 
 
 def main(argv: list[str]) -> int:
