@@ -146,14 +146,20 @@ def variants(path: str) -> list[tuple[int, str]]:
     return [(s.line, s.what) for s in sites(ast.parse((ROOT / path).read_text()))]
 
 
-def variant_source(path: str, k: int) -> str:
-    """The text of variant ``k`` of ``path`` (the whole module, unparsed from the changed tree)."""
-    tree = ast.parse((ROOT / path).read_text())
+def _variant(text: str, k: int, path: str) -> tuple[int, str, str]:
+    """(line, what, the whole module's text) of variant ``k`` of the source ``text`` (a fresh tree:
+    a site changes its tree in place)."""
+    tree = ast.parse(text)
     found = sites(tree)
     if not 0 <= k < len(found):
         raise ValueError(f"{path} has {len(found)} mechanical variants, no variant {k}")
     found[k].apply()
-    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+    return found[k].line, found[k].what, ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def variant_source(path: str, k: int) -> str:
+    """The text of variant ``k`` of ``path`` (the whole module, unparsed from the changed tree)."""
+    return _variant((ROOT / path).read_text(), k, path)[2]
 
 
 def name_of(module: str, k: int) -> str:
@@ -174,9 +180,9 @@ def patch(concept_id: str, name: str) -> Patch:
     text; its control is the unchanged file)."""
     module, k = parse_name(name)
     path = source_of(module, concept_id)
-    line, what = variants(path)[k] if k < len(variants(path)) else (0, "")
-    new = variant_source(path, k)
-    return Patch(name, f"mechanical: {path}:{line}: {what}", (ROOT / path).read_text(), new, file=path)
+    original = (ROOT / path).read_text()
+    line, what, new = _variant(original, k, path)
+    return Patch(name, f"mechanical: {path}:{line}: {what}", original, new, file=path)
 
 
 def all_patches(concept_id: str, modules=MODULES) -> list[Patch]:
@@ -187,9 +193,9 @@ def all_patches(concept_id: str, modules=MODULES) -> list[Patch]:
             continue
         path = source_of(module, concept_id)
         original = (ROOT / path).read_text()
-        for k, (line, what) in enumerate(variants(path)):
-            out.append(Patch(name_of(module, k), f"mechanical: {path}:{line}: {what}", original,
-                             variant_source(path, k), file=path))
+        for k in range(len(sites(ast.parse(original)))):
+            line, what, new = _variant(original, k, path)
+            out.append(Patch(name_of(module, k), f"mechanical: {path}:{line}: {what}", original, new, file=path))
     return out
 
 
