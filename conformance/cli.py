@@ -29,14 +29,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-import conformance
 from conformance.options import common_options, looks_like_path, usable_cpus
+from conformance.registry import ROOT as PACKAGE_ROOT, SPEC_DIR  # light: no torch
 
 # the bundled check (no implementation named) uses a lighter profile: the same properties with
 # fewer generated examples; `--profile dev` (or ci, thorough) asks for more
 BUNDLED_CHECK_PROFILE = "quick"
-PACKAGE_ROOT = Path(conformance.__file__).resolve().parent.parent
-SPEC_DIR = PACKAGE_ROOT / "spec_tests"
 
 CHECK_EXIT_CODES = """\
 exit codes:
