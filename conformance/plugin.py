@@ -77,6 +77,9 @@ def pytest_configure(config: pytest.Config) -> None:
         profiles.load()
     config.addinivalue_line("markers", "concept(id): concept of a test outside spec_tests/<id>/")
     config.addinivalue_line("markers", "bundled: tests internals of the bundled implementations")
+    config.addinivalue_line("markers", "choice(what): checks a choice the reference made where the law "
+                            "leaves it open (a draw order, a tie rule, a precision); enforced only "
+                            "for an implementation that declares TOKEN_EXACT")
     bad = problems()
     if bad:
         raise pytest.UsageError("inferspec: the concept registry is inconsistent:\n  " + "\n  ".join(bad))
