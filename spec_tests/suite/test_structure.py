@@ -5,7 +5,7 @@ function (a lazy import is still an arrow). The layers, lowest first:
 
 0. ``reference``                the specification
 1. ``optimized``                the fast counterparts (may read the reference)
-2. the spec's library           what the concepts' tests use of ``conformance``: declarations,
+2. the spec's library           what the concepts' tests use of ``conformance``: declarations, upstream,
                                 verdicts, tolerance, statistics, strategies, bad input, the
                                 state-machine runner and the clock it tells
 3. ``spec_tests/<concept>``     the concepts' specifications
@@ -25,7 +25,7 @@ from conformance.registry import ROOT
 
 PACKAGES = ("reference", "optimized", "conformance", "spec_tests", "bench")
 LIBRARY = {"declarations", "verdict", "tolerance", "stats", "strategies", "badinput", "stateful",
-           "clock", "proxy"}
+           "clock", "proxy", "upstream"}
 TOP = ("spec_tests.suite", "spec_tests.bundled", "bench")
 
 
