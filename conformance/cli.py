@@ -353,11 +353,49 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_docs)
     pn = sub.add_parser("pins", help="list the pinned examples that name no mutant (or a wrong one)")
     pn.set_defaults(func=cmd_pins)
+    up = sub.add_parser("upstream", help="list (or --fetch, with git and network) the wrapped engines' "
+                                         "upstream files that the third-party set needs")
+    up.add_argument("--fetch", action="store_true", help="fetch the missing ones from GitHub")
+    up.set_defaults(func=cmd_upstream)
     sub.add_parser("power", help="run every mutant under dev-profile seeds; each must be caught on every "
                                  "seed (inferspec power --help)", add_help=False)
     sub.add_parser("flakes", help="run the spec and the bundled tests under fresh random dev seeds; every "
                                   "run must pass (inferspec flakes --help)", add_help=False)
     return p
+
+
+def upstream_needs() -> list[tuple[str, str, str, tuple[str, ...]]]:
+    """(adapter, repo, commit, files) of every ``spec_tests/*/third_party*.py`` declaring UPSTREAM."""
+    import ast
+    needs = []
+    for path in sorted(SPEC_DIR.glob("*/third_party*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "UPSTREAM" for t in node.targets):
+                repo, commit, files = ast.literal_eval(node.value)
+                needs.append((str(path.relative_to(PACKAGE_ROOT)), repo, commit, tuple(files)))
+    return needs
+
+
+def cmd_upstream(args) -> int:
+    from conformance import upstream
+    missing = 0
+    for adapter, repo, commit, files in upstream_needs():
+        try:
+            where = upstream.locate(repo, commit, files)
+            state = f"present in {where}"
+        except upstream.Unavailable as exc:
+            if args.fetch:
+                try:
+                    where = upstream.fetch(repo, commit, files)
+                    state = f"fetched into {where}"
+                except Exception as fexc:  # noqa: BLE001 -- git's own failure, told
+                    missing += 1
+                    state = f"MISSING, fetch failed: {fexc}"
+            else:
+                missing += 1
+                state = f"MISSING ({exc})"
+        print(f"{adapter}: {repo}@{commit[:12]} ({len(files)} files): {state}")
+    return 1 if missing else 0
 
 
 def main(argv: list[str] | None = None) -> int:

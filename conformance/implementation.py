@@ -18,6 +18,8 @@ a worker, which imports no registry.
 """
 from __future__ import annotations
 
+import ast
+
 import functools
 import hashlib
 import importlib
@@ -52,6 +54,28 @@ def registry_contracts() -> dict[str, tuple[str, ...]]:
     """Every concept's qualified contract names, from the registry (the judge's side)."""
     from conformance.registry import CONCEPTS
     return {c.id: c.names for c in CONCEPTS.values()}
+
+
+TOKEN_EXACT = "TOKEN_EXACT"
+
+
+def declared_token_exact(path: Path) -> bool:
+    """Whether the submission at ``path`` (a file, or a package's ``__init__.py``) declares
+    ``TOKEN_EXACT = True`` at module level: read from its syntax tree, never by importing it."""
+    file = path / "__init__.py" if path.is_dir() else path
+    try:
+        tree = ast.parse(file.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == TOKEN_EXACT for t in targets):
+                try:
+                    return ast.literal_eval(node.value) is True
+                except (ValueError, TypeError, SyntaxError):
+                    return False
+    return False
 
 
 def import_path(path: Path) -> ModuleType:
@@ -95,11 +119,14 @@ class Implementation:
     concept = None  # unbound
 
     def __init__(self, name: str, module: ModuleType | None, spec: str, submission=None,
-                 contracts: dict[str, tuple[str, ...]] | None = None):
+                 contracts: dict[str, tuple[str, ...]] | None = None, token_exact: bool = False):
         self.name = name
         self.module = module
         self.spec = spec
         self.submission = submission
+        # Whether the reference's choices (tests marked ``choice``) are enforced: the bundled
+        # implementations and planted bugs always; a submission when it declares TOKEN_EXACT.
+        self.token_exact = token_exact
         self._contracts = contracts
         self._concept_of: dict[str, str] | None = None
         self._cache: dict[str, Any] = {}
@@ -225,6 +252,10 @@ class ConceptView:
         raise LookupError(f"impl.{method}({name!r}): {name!r} is not a contract name of concept "
                           f"{self.concept!r} (reference/{self.concept}.py __all__ / __optional__): "
                           f"{', '.join(self._names)}")
+
+    @property
+    def token_exact(self) -> bool:
+        return self.implementation.token_exact
 
     def of(self, concept: str) -> "ConceptView":
         return self.implementation.of(concept)

@@ -14,8 +14,8 @@ import importlib.util
 import os
 from pathlib import Path
 
-from conformance.implementation import (Implementation, import_failed, import_path, registry_contracts,
-                                        submission_home, syntax_error)
+from conformance.implementation import (Implementation, declared_token_exact, import_failed, import_path,
+                                        registry_contracts, submission_home, syntax_error)
 from conformance.options import looks_like_path
 
 BUNDLED = ("reference", "optimized")
@@ -43,11 +43,13 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
         options = dataclasses.replace(options, contracts=registry_contracts())
     if spec.startswith(mutants.PREFIX):
         cid, mname = mutants.parse_spec(spec)
-        return Implementation(name=name or mutants.impl_id(cid, mname), module=mutants.load(cid, mname), spec=spec)
+        return Implementation(name=name or mutants.impl_id(cid, mname), module=mutants.load(cid, mname), spec=spec,
+                              token_exact=True)
     if spec.startswith(mutants.CONTROL_PREFIX):   # a mutant's control: the same, without the bug
         cid, mname = mutants.parse_spec(spec)
         return Implementation(name=name or mutants.control_id(cid, mname),
-                              module=mutants.load(cid, mname, control=True), spec=spec)
+                              module=mutants.load(cid, mname, control=True), spec=spec,
+                              token_exact=True)
     if looks_like_path(spec):
         path = Path(spec)
         if not path.exists():
@@ -60,14 +62,16 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
                 module = import_path(path)
             except Exception as exc:  # noqa: BLE001 -- the submission's own failure, told as such
                 raise import_failed(spec, exc, path.resolve()) from exc
-            return Implementation(name=name or default_name, module=module, spec=spec)
+            return Implementation(name=name or default_name, module=module, spec=spec,
+                                  token_exact=declared_token_exact(path))
         syntax = syntax_error(path.resolve())
         sub = Submission(name or default_name, spec, {"path": str(path.resolve())}, options,
                                    import_error=syntax[0] if syntax else None)
         if syntax and syntax[1]:  # the verdict with where it is: file, line, the line, a caret
             sub.import_failure = SubmissionDied(Verdict.IMPORT_FAILED, f"import failed: {syntax[0]}",
                                                           detail=syntax[1])
-        return Implementation(name=name or default_name, module=None, spec=spec, submission=sub)
+        return Implementation(name=name or default_name, module=None, spec=spec, submission=sub,
+                              token_exact=declared_token_exact(path))
     root = spec.partition(".")[0]
     if root in BUNDLED or in_process:
         try:
@@ -82,11 +86,15 @@ def load_implementation(spec: str, name: str | None = None, *, options=None,
             if root in BUNDLED:
                 raise
             raise import_failed(spec, exc, submission_home({"module": spec})) from exc
-        return Implementation(name=name or spec, module=module, spec=spec)
+        return Implementation(name=name or spec, module=module, spec=spec,
+                              token_exact=root in BUNDLED or getattr(module, "TOKEN_EXACT", False) is True)
     if importlib.util.find_spec(root) is None:
         raise ValueError(f"--impl {spec}: no module named {root!r} (a path must end in .py)")
     sub = Submission(name or spec, spec, {"module": spec}, options)
-    return Implementation(name=name or spec, module=None, spec=spec, submission=sub)
+    found = importlib.util.find_spec(spec)
+    origin = Path(found.origin) if found is not None and found.origin else None
+    return Implementation(name=name or spec, module=None, spec=spec, submission=sub,
+                          token_exact=origin is not None and declared_token_exact(origin))
 
 
 def impl_specs_from_env() -> list[str]:

@@ -89,12 +89,13 @@ def _isolated(m) -> bool:
 
 def _impl_arg(cid: str, m, tmp: Path) -> str:
     """The ``--impl`` of mutant ``m``: its spec (planted: in-process), or for a mechanical one a
-    file ``<impl_id>.py`` holding the variant's text (run isolated)."""
+    file ``<impl_id>.py`` holding the variant's text (run isolated), declared token-exact as the
+    module it varies is."""
     if not _isolated(m):
         return mutants.spec(cid, m.name)
     path = tmp / "variants" / f"{mutants.impl_id(cid, m.name)}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(mutants.patched_source(m))
+    path.write_text(mutants.patched_source(m) + "\n\nTOKEN_EXACT = True  # a variant of ours: our choices hold\n")
     return str(path)
 
 

@@ -57,6 +57,8 @@ class Cell:
     first_is_death: bool = False  # the first failure was the worker's death (else a real failure came first)
     failing: list = field(default_factory=list)  # every failing test: {"test", "error", "rule", "kind"}
     budget_stops: int = 0         # passing tests that ran fewer examples: their time budget ran out
+    choices_passed: int = 0       # passing tests of the reference's choices (marked ``choice``)
+    choices_failed: list = field(default_factory=list)  # {"test", "choice", "error"}: not enforced, told
     _rank: tuple = ()             # the shown failure's rank (see KIND_RANK)
 
     @property
@@ -98,6 +100,10 @@ def failure_rank(rec: dict, seq: int) -> tuple:
 
 
 # ------------------------------------------------------------------------------- records
+def first_line(text: str) -> str:
+    return _first_line(text)
+
+
 def _first_line(text: str) -> str:
     for line in text.splitlines():
         if line.strip():
@@ -188,8 +194,14 @@ class Results:
             c = CONCEPTS.get(concept)
             cell = self.cells[(concept, impl)] = Cell(required=c.contract if c else ())
         outcome = rec["outcome"]
+        if rec.get("choice_failed"):  # a choice not enforced for this implementation: the law holds
+            cell.choices_failed.append({"test": rec["nodeid"], "choice": rec["choice"],
+                                        "error": rec["choice_failed"]})
+            return
         if rec["when"] == "call" and outcome == "passed":
             cell.passed += 1
+            if rec.get("choice"):
+                cell.choices_passed += 1
             if rec.get("budget"):
                 cell.budget_stops += 1
             if rec.get("bad_input"):
@@ -257,6 +269,7 @@ class Results:
                 d["status"] = cell.status.value
                 d["text"] = cell_text(cell, concept, impl)
                 d["only_bad_input"] = cell.only_bad_input
+                d["levels"] = {"law": cell.status.value, "token_exact": token_exact(cell)}
                 row[impl] = d
             out["concepts"][concept] = row
         out["ok"] = self.ok()
@@ -285,6 +298,23 @@ def short_test(nodeid: str, impl: str) -> str:
     return f"{head}[{'-'.join(parts)}]" if parts else head
 
 
+def token_exact(cell: Cell) -> str:
+    """The second level of a verdict: "passed" (every test of the reference's choices passed),
+    "failed" (some differ: told, not enforced), or "not tested" (the concept has none, or none ran)."""
+    if cell.choices_failed:
+        return "failed"
+    return "passed" if cell.choices_passed else "not tested"
+
+
+def level_text(cell: Cell) -> str:
+    """``; law ✓, token-exact ✗ (<choice>)`` when a choice differs, else nothing."""
+    if not cell.choices_failed:
+        return ""
+    choices = list(dict.fromkeys(c["choice"] for c in cell.choices_failed))
+    more = f" and {len(choices) - 1} more" if len(choices) > 1 else ""
+    return f"; law ✓, token-exact ✗ ({choices[0]}{more})"
+
+
 def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
     if cell is None:
         return "-"
@@ -305,7 +335,7 @@ def cell_text(cell: Cell | None, concept: str = "", impl: str = "") -> str:
         skipped = f", {cell.skipped} skipped" if cell.skipped else ""
         only = ", only bad-input tests passed" if cell.only_bad_input else ""
         budget = f", {cell.budget_stops} cut short by the time budget" if cell.budget_stops else ""
-        return f"{status} ({cell.passed}{skipped}{only}{budget}{extra})"
+        return f"{status} ({cell.passed}{skipped}{only}{budget}{extra}){level_text(cell)}"
     if status is Verdict.FAILED:
         then = f" (then {cell.verdict} in {short_test(cell.verdict_test, impl)})" if cell.verdict else ""
         return f"FAILED {short_test(cell.first_failure.test, impl) if cell.first_failure else ''}{then}"
@@ -370,5 +400,13 @@ def print_table(results: Results, terminalreporter=None, file=None) -> None:
                 console.print(f"    {name}: {x['error'][:140]}", markup=False, soft_wrap=True)
             if len(others) > 15:
                 console.print(f"    ... and {len(others) - 15} more (pytest's log has them all)", markup=False)
+    for (concept, impl), cell in sorted(results.cells.items()):
+        if not cell.choices_failed or cell.status is not Verdict.PASSED:
+            continue
+        console.print(f"[bold cyan]{concept} / {impl}[/]: law ✓, token-exact ✗: it differs from the "
+                      f"reference's choices the law leaves open (enforced only with TOKEN_EXACT = True):",
+                      soft_wrap=True)
+        for c in cell.choices_failed[:8]:
+            console.print(f"    {short_test(c['test'], impl)}: {c['error'][:160]}", markup=False, soft_wrap=True)
     for nodeid in results.suite_failed:
         console.print(f"[bold red]suite test failed[/]: {nodeid}", soft_wrap=True)
