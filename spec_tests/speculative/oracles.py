@@ -222,3 +222,140 @@ def read_result(result, kw: dict, vocab: int, what: str = "verify") -> list[tupl
         assert all(t == PAD for t in row[k + 1:]), f"{what}: row {r}: {row} has tokens after the emitted ones (PAD = -1)"
         out.append(tuple(row[:k + 1]))
     return out
+
+
+# ============================================================================= the law
+# What ANY correct verifier must do, apart from the reference's choices (docs/speculative.md,
+# "Choices the law leaves open"): the uniforms' acceptance columns decide the drafts by the
+# threshold min(1, p/q) up to float32 rounding; the emitted (recovered or bonus) token is drawn
+# from the residual / bonus distribution by ANY randomness derived from the row's last uniform;
+# greedy rows follow an argmax.
+F32_SLACK = 2.0 ** -21   # relative: u within this fraction of the threshold a may go either way
+LAW_MARGIN = 2.0 ** -20  # absolute: the law's acceptance points keep this far from a threshold
+
+
+def accept_decisions(p_x: float, q_x: float, u: float) -> frozenset:
+    """The acceptance decisions the law admits for one draft with p(x), q(x) (exact float64
+    values of the inputs) and uniform u: a zero-probability draft (p(x) = 0 or q(x) = 0) is never
+    accepted; p(x) >= q(x) always is; otherwise u < a = p(x)/q(x) accepts and u >= a rejects,
+    except within a relative F32_SLACK of a (float32 arithmetic may round either way)."""
+    if q_x <= 0 or p_x <= 0:
+        return frozenset({False})
+    if p_x >= q_x:
+        return frozenset({True})
+    a = p_x / q_x
+    if abs(u - a) <= F32_SLACK * a:
+        return frozenset({True, False})
+    return frozenset({u < a})
+
+
+def argmax_set(p: list) -> frozenset:
+    """The tokens a greedy row may take as the argmax: every maximum, and values within float32
+    rounding of it (a float64 input cast to float32 may tie)."""
+    m = max(p)
+    return frozenset(t for t, v in enumerate(p) if v >= m - m * F32_SLACK)
+
+
+def support(weights: list) -> frozenset:
+    return frozenset(t for t, w in enumerate(weights) if w > 0)
+
+
+def row_outcomes(p: list, q: list | None, x: list, u: list, greedy: bool) -> dict:
+    """{k: the tokens the law allows as the emitted token after k accepted drafts} for one row:
+    p (γ_r + 1 lists), q (γ_r lists, or None: one-hot on the drafts), x (γ_r drafts), u (γ_r
+    acceptance uniforms). Residual support: {t: p(t) > q(t)}, or p's support when empty."""
+    out: dict = {}
+    n = len(x)
+    for i in range(n):
+        if greedy:
+            best = argmax_set(p[i])
+            d = frozenset({True}) if best == {x[i]} else frozenset({True, False}) if x[i] in best else frozenset({False})
+            if False in d:
+                out[i] = best
+        else:
+            qi = q[i] if q is not None else [float(t == x[i]) for t in range(len(p[i]))]
+            d = accept_decisions(p[i][x[i]], qi[x[i]], u[i])
+            if False in d:
+                res = frozenset(t for t in range(len(p[i])) if p[i][t] > qi[t])
+                out[i] = res or support(p[i])
+        if True not in d:
+            return out
+    out[n] = argmax_set(p[n]) if greedy else support(p[n])
+    return out
+
+
+def law_violation(kw: dict, got: list) -> str | None:
+    """The first row of a verify call (kw: its arguments; got: read_result's emitted tokens) whose
+    result the law does not allow, described; None if every row is allowed."""
+    tp = kw["target_probs"].detach().cpu().double()
+    dp = kw.get("draft_probs")
+    dp = None if dp is None else dp.detach().cpu().double()
+    x = kw["draft_tokens"].cpu().tolist()
+    u = kw["uniforms"].detach().cpu().double().tolist()
+    b, width = kw["draft_tokens"].shape
+    lens = kw.get("draft_lens")
+    lens = [width] * b if lens is None else [int(v) for v in lens]
+    g = kw.get("greedy")
+    flags = [bool(g)] * b if g is None or isinstance(g, bool) else [bool(v) for v in g]
+    for r in range(b):
+        n = lens[r]
+        allowed = row_outcomes(tp[r, :n + 1].tolist(), None if dp is None else dp[r, :n].tolist(),
+                               x[r][:n], u[r][:n], flags[r])
+        k, token = len(got[r]) - 1, got[r][-1]
+        if k not in allowed:
+            return (f"row {r} ({'greedy' if flags[r] else 'sampled'}, drafts {x[r][:n]}, acceptance uniforms "
+                    f"{u[r][:n]}) accepted {k} drafts; the law allows {sorted(allowed)} (the threshold "
+                    f"min(1, p/q) up to float32 rounding{'; argmax matching' if flags[r] else ''})")
+        if token not in allowed[k]:
+            return (f"row {r} ({'greedy' if flags[r] else 'sampled'}, drafts {x[r][:n]}) accepted {k} drafts and "
+                    f"emitted token {token}, which the law never emits there: allowed {sorted(allowed[k])} "
+                    f"({'the argmax' if flags[r] else 'the residual max(p - q, 0)' if k < n else 'the bonus p'}'s "
+                    f"support)")
+    return None
+
+
+@dataclass(frozen=True)
+class Group:
+    """Draft sequence x and k accepted: the emitted token's exact distribution (normalised
+    residual or bonus p) and the acceptance uniforms' law points."""
+    drafts: tuple
+    accepted: int
+    weight: Fraction      # P(x) * P(accept k, then stop)
+    dist: tuple           # Fractions over the vocabulary, summing to 1
+    points: dict          # "mid" / "low" / "high" -> γ acceptance uniforms (0.5 where unused)
+
+
+def _law_point(lo: Fraction, hi: Fraction, where: str) -> float:
+    w = hi - lo
+    m = LAW_MARGIN + w * LAW_MARGIN
+    x = {"mid": lo + w / 2, "low": lo + m, "high": hi - m}[where]
+    return min(float(x), ONE_MINUS)
+
+
+@functools.lru_cache(maxsize=256)
+def acceptance_groups(case: TreeCase) -> tuple[Group, ...]:
+    """Every (draft sequence, number accepted) of positive probability, with the law's points:
+    accepted uniforms in [0, a_i) (low = 0), the rejecting one in [a_k, 1) (high = 1 - 2^-53),
+    each at least LAW_MARGIN away from a threshold (float32 rounding cannot flip them)."""
+    out = []
+    g = case.gamma
+    for x, wx in draft_sequences(case):
+        a = [accept_prob(case.p(x[:i])[x[i]], case.q(x[:i])[x[i]]) for i in range(g)]
+        for k in range(g + 1):
+            reach = wx * math.prod(a[:k], start=Fraction(1))
+            if reach == 0:
+                break
+            stop, dist = (1 - a[k], residual(case.p(x[:k]), case.q(x[:k]))) if k < g else (Fraction(1), case.p(x))
+            if stop == 0:
+                continue
+            total = sum(dist)
+            points = {}
+            for where in POINTS:
+                u = [0.5] * g
+                for i in range(k):
+                    u[i] = 0.0 if where == "low" else _law_point(Fraction(0), a[i], where)
+                if k < g:
+                    u[k] = ONE_MINUS if where == "high" else _law_point(a[k], Fraction(1), where)
+                points[where] = u
+            out.append(Group(x, k, reach * stop, tuple(w / total for w in dist), points))
+    return tuple(out)

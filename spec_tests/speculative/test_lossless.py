@@ -1,13 +1,21 @@
-"""Speculative decoding keeps the target distribution: proven by exact enumeration, then tested
-statistically on the generator path.
+"""Speculative decoding keeps the target distribution: the law for any verifier, then the
+reference's exact rule, then the generator path as a black box.
 
-Exact (any implementation that takes explicit uniforms, i.e. every conforming one): for a tiny
-vocabulary (<= 6) and γ <= 3, with prefix-dependent target and draft distributions whose
-probabilities are dyadic (sums exactly 1), every draft sequence of positive probability and every
-cell of the uniforms' cube (spec_tests/speculative/oracles.py) is evaluated in ONE verify call;
-the distribution the implementation induces is then known exactly (Fractions) and must satisfy
-losslessness exactly: the next emitted token, given the emitted prefix and that the process goes
-on, is distributed as the target's.
+The law (any conforming implementation, whatever its randomness and float precision), for a tiny
+vocabulary (<= 6) and γ <= 3 with prefix-dependent dyadic target and draft distributions: every
+(draft sequence, number accepted) of positive probability is verified in ONE call, in every mode at
+once -- sampled rows at three points of each acceptance cell (kept 2^-20 from every threshold, so
+float32 arithmetic cannot flip them), greedy rows, rows of a shorter γ_r padded with NaN, drafts
+with or without probabilities; each row's acceptance count must be the threshold rule's and its
+emitted token in the support of the residual / bonus / argmax (exact); and the emitted tokens of
+each acceptance cell, drawn with fresh last-column uniforms, must follow the normalised residual /
+bonus distribution (a pooled chi-square, fixed seeds, false-alarm rate 1e-6). With the acceptance
+probabilities exact and the token distributions right, the output is lossless.
+
+The reference's choice (``@pytest.mark.choice``, checked at token-exact only): the emitted token
+is the inverse CDF of the last uniform and acceptance is float64 ``u * q < p``: then every cell of
+the uniforms' cube (spec_tests/speculative/oracles.py) has one output, and the distribution the
+implementation induces is known exactly (Fractions) and must be lossless as an identity.
 
 Statistical (the generator path, as a black box): drafts sampled from q, verify(generator=g) on
 thousands of rows, chi-square of the emitted sequences against the exact distribution, fixed
@@ -15,14 +23,17 @@ seeds, false-alarm rate <= 1e-6 per test.
 """
 from __future__ import annotations
 
+import dataclasses
+import zlib
+from fractions import Fraction
+
 import pytest
 import torch
-from fractions import Fraction
 from hypothesis import example, given
 
 from conformance.stats import lumped
-from spec_tests.speculative.oracles import (POINTS, batch, cells, draft_sequences, lossless_violation,
-                                            read_result, rule_distribution)
+from spec_tests.speculative.oracles import (NAN, POINTS, acceptance_groups, batch, cells, draft_sequences,
+                                            law_violation, lossless_violation, read_result, rule_distribution)
 from spec_tests.speculative.strategies import TreeCase, tree_cases
 
 ALPHA = 1e-6   # per-test false-alarm rate of the chi-square tests
@@ -83,6 +94,91 @@ def _assert_lossless(impl, case: TreeCase, device):
     raise AssertionError("\n  ".join(lines) + f"\n  case: {case!r}")
 
 
+
+# ----------------------------------------------------------------------------- the law
+LAW_ROWS = 1500       # the sampled rows' budget per case (the acceptance cells share it)
+MIN_DRAWS = 12        # fresh draws per acceptance cell whose token is random, at least ...
+MAX_DRAWS = 60        # ... and at most
+
+
+def _law_rows(case: TreeCase):
+    """The law's rows for one case, every mode in one batch: (γ_r, drafts, greedy, acceptance
+    uniforms, group or None). Sampled rows: each (drafts, k accepted) group of the case and of its
+    shorter γ_r = γ - 1 and 0 (padding rows), at its mid / low / high law points in turn, 3 rows
+    if the emitted token is certain, else ``draws`` rows; greedy rows: one per draft sequence."""
+    gammas = sorted({case.gamma, max(case.gamma - 1, 0), 0}, reverse=True)
+    groups = [(gr, grp) for gr in gammas for grp in acceptance_groups(dataclasses.replace(case, gamma=gr))]
+    random_groups = sum(1 for _, grp in groups if sum(1 for w in grp.dist if w) > 1)
+    draws = max(MIN_DRAWS, min(MAX_DRAWS, LAW_ROWS // max(1, random_groups)))
+    rows = []
+    for gr, grp in groups:
+        n = draws if sum(1 for w in grp.dist if w) > 1 else 3
+        for j in range(n):
+            rows.append((gr, grp.drafts, False, grp.points[POINTS[j % 3]], grp))
+    for x, _ in draft_sequences(case):
+        rows.append((case.gamma, x, True, [0.5] * case.gamma, None))
+    return rows
+
+
+def _law_batch(case: TreeCase, rows, device) -> dict:
+    """verify's arguments for the law's rows: padded to γ + case.pad (NaN probabilities, token
+    -1), draft_lens and greedy per row, the last uniform column fresh from a seed of the case."""
+    width, v = case.gamma + case.pad, case.vocab
+    n = len(rows)
+    tp = torch.full((n, width + 1, v), NAN, dtype=torch.float64)
+    dp = torch.full((n, width, v), NAN, dtype=torch.float64)
+    tok = torch.full((n, width), -1, dtype=torch.int64)
+    gen = torch.Generator().manual_seed(zlib.crc32(repr(case).encode()))
+    u = torch.rand(n, width + 1, generator=gen, dtype=torch.float64)
+    for r, (gr, x, greedy, ua, _) in enumerate(rows):
+        tp[r, :gr + 1] = torch.tensor([[float(f) for f in case.p(x[:i])] for i in range(gr + 1)], dtype=torch.float64)
+        if gr:
+            dp[r, :gr] = torch.tensor([[float(f) for f in case.q(x[:i])] for i in range(gr)], dtype=torch.float64)
+            tok[r, :gr] = torch.tensor(x, dtype=torch.int64)
+            if not greedy:
+                u[r, :gr] = torch.tensor(ua, dtype=torch.float64)
+    return dict(target_probs=tp.to(device), draft_probs=None if case.q_mode == "none" else dp.to(device),
+                draft_tokens=tok.to(device), draft_lens=[row[0] for row in rows],
+                greedy=[row[2] for row in rows], uniforms=u.to(device))
+
+
+def assert_law(verify, case: TreeCase, device) -> None:
+    """The law for one case (module doc): exact acceptance counts and supports on every row, then
+    a pooled chi-square of each acceptance cell's emitted tokens against its exact distribution."""
+    from scipy import stats
+    rows = _law_rows(case)
+    kw = _law_batch(case, rows, device)
+    got = read_result(verify(**kw), kw, case.vocab)
+    why = law_violation(kw, got)
+    assert why is None, f"not the law: {why}\n  case: {case!r}"
+    counts: dict = {}
+    for (gr, x, greedy, _, grp), e in zip(rows, got):
+        if grp is not None and sum(1 for w in grp.dist if w) > 1:
+            assert len(e) == grp.accepted + 1, f"row with drafts {list(x)}: accepted {len(e) - 1}, the rule {grp.accepted}"
+            c = counts.setdefault(id(grp), (grp, [0] * case.vocab))[1]
+            c[e[-1]] += 1
+    stat, dof, worst = 0.0, 0, None
+    for grp, c in counts.values():
+        n = sum(c)
+        obs, exp = lumped(c, [float(w) * n for w in grp.dist])
+        if len(exp) < 2:
+            continue
+        part = sum((o - e) ** 2 / e for o, e in zip(obs, exp))
+        stat, dof = stat + part, dof + len(exp) - 1
+        if worst is None or part / (len(exp) - 1) > worst[0]:
+            worst = (part / (len(exp) - 1), grp, c, n)
+    if not dof:
+        return
+    pvalue = float(stats.chi2.sf(stat, dof))
+    if pvalue < ALPHA:
+        _, grp, c, n = worst
+        raise AssertionError(
+            f"the emitted tokens do not follow the {'residual max(p - q, 0)' if grp.accepted < len(grp.drafts) else 'bonus p'} "
+            f"distribution: pooled chi-square {stat:.1f} on {dof} degrees of freedom, p-value {pvalue:.3g} < {ALPHA:g}; "
+            f"worst cell: drafts {list(grp.drafts)}, {grp.accepted} accepted, emitted tokens counted {c} in {n} draws, "
+            f"expected {[round(float(w) * n, 1) for w in grp.dist]}\n  case: {case!r}")
+
+
 # Corner cases every run: q == p (residual all zero, acceptance certain), disjoint supports,
 # q > 0 where p = 0 (with p > 0 where q = 0), drafts without probabilities, padding.
 @example(case=TreeCase(vocab=3, gamma=2, den=4, p_table=((1, 2, 1), (0, 3, 1)), q_mode="equal", p_key=1)).via("mutant:bonus_from_q")
@@ -95,6 +191,26 @@ def _assert_lossless(impl, case: TreeCase, device):
 @example(case=TreeCase(vocab=2, gamma=3, den=1024, p_table=((1000, 24), (3, 1021)), q_mode="mixture",
                        q_table=((0, 1024),), p_key=7)).via("mutant:one_uniform_all_positions")
 @given(case=tree_cases())
+def test_lossless_law(impl, device, case):
+    """Any verifier (module doc): every draft sequence and acceptance cell, sampled / greedy /
+    padded rows in one call: the threshold rule's acceptance counts (float32 rounding admitted
+    within 2^-21 of a threshold, never reached here), emitted tokens in the allowed support, and each
+    cell's tokens distributed as its normalised residual / bonus p (pooled chi-square, p >= 1e-6,
+    fixed seeds)."""
+    assert_law(impl.get("verify"), case, device)
+
+
+@example(case=TreeCase(vocab=3, gamma=2, den=4, p_table=((1, 2, 1), (0, 3, 1)), q_mode="equal", p_key=1)).via("mutant:bonus_from_q")
+@example(case=TreeCase(vocab=4, gamma=2, den=8, p_table=((4, 4, 0, 0), (8, 0, 0, 0)), q_mode="disjoint",
+                       q_table=((0, 0, 3, 5),), p_key=3)).via("mutant:recovered_from_q")
+@example(case=TreeCase(vocab=3, gamma=3, den=8, p_table=((0, 4, 4), (2, 0, 6)), q_mode="table",
+                       q_table=((4, 4, 0), (1, 2, 5)), p_key=2, q_key=5, pad=1)).via("mutant:residual_next_q")
+@example(case=TreeCase(vocab=4, gamma=3, den=8, p_table=((1, 3, 4, 0), (0, 0, 2, 6), (8, 0, 0, 0)), q_mode="none",
+                       drafts=(2, 0, 3), p_key=1, q_key=2)).via("mutant:recovered_from_p")
+@example(case=TreeCase(vocab=2, gamma=3, den=1024, p_table=((1000, 24), (3, 1021)), q_mode="mixture",
+                       q_table=((0, 1024),), p_key=7)).via("mutant:one_uniform_all_positions")
+@given(case=tree_cases())
+@pytest.mark.choice("the emitted token is the inverse CDF of the last uniform; acceptance is float64 u * q < p")
 def test_lossless_by_exact_enumeration(impl, device, case):
     """For every draft sequence x ~ q and every cell of the uniforms (accept k drafts, reject the
     next or take the bonus, emit token t) the implementation is evaluated at the cell's middle

@@ -1,6 +1,12 @@
 """The verifier's contract beyond losslessness: the pinned rule on hand-made corner cases, greedy
 rows, per-row γ and padding, the seeded draw, differential against the reference, metamorphic
-relations, bad input. (Losslessness itself: test_lossless.py.)"""
+relations, bad input. (Losslessness itself: test_lossless.py.)
+
+Law and choice: the unmarked tests hold every verifier (the threshold min(1, p/q) up to float32
+rounding, emitted tokens in the allowed support, greedy rows on an argmax, the metamorphic
+relations, bad input); those marked ``@pytest.mark.choice`` pin the reference's own choices (the
+exact tokens of the inverse-CDF draw, float64 acceptance, ties to the smallest id, the generator
+consumed as one ``torch.rand(batch, γ + 1, float64)``) and are enforced at token-exact only."""
 from __future__ import annotations
 
 import math
@@ -14,7 +20,7 @@ from conformance.badinput import Bad, assert_rejects, bad_cases, set_entry
 from conformance.strategies import DTYPES, generator
 from reference.speculative import SUM_TOLERANCE
 from spec_tests.speculative.strategies import BatchCase, batch_cases
-from spec_tests.speculative.oracles import PAD, read_result
+from spec_tests.speculative.oracles import PAD, law_violation, read_result
 
 ONE_MINUS = 1.0 - 2.0 ** -53   # the largest float64 below 1
 
@@ -106,6 +112,21 @@ PINNED = {
 
 
 @pytest.mark.parametrize("name", list(PINNED))
+def test_pinned_rule_law(impl, device, name):
+    """The same hand-made cases, judged by the law: the acceptance count the threshold min(1, p/q)
+    gives (a uniform within float32 rounding of a threshold may go either way; a draft of target
+    or draft probability 0 is never accepted, even by u = 0), the emitted token in the support of
+    the residual / bonus p / argmax (an all-zero residual: p's support)."""
+    pin = PINNED[name]
+    kw = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in pin.kwargs().items()}
+    vocab = kw["target_probs"].shape[2]
+    got = read_result(_call(impl, kw), kw, vocab, name)
+    why = law_violation(kw, got)
+    assert why is None, f"{name}: {why}"
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+@pytest.mark.choice("the emitted token is the inverse CDF of the last uniform; acceptance is float64 u * q < p")
 def test_pinned_rule(impl, device, name):
     """Hand-made cases of every pinned rule and corner case, each with its exact result and the
     mutant it catches (spec_tests/speculative/mutants.py)."""
@@ -122,6 +143,22 @@ def test_pinned_rule(impl, device, name):
 @example(case=BatchCase(5, 3, 7, "bfloat16", 2, noise=0.3, greedy=(True, False, True, False, False), edges=True)).via("mutant:greedy_sampled_match")
 @example(case=BatchCase(4, 5, 1, "float16", 3, no_q=True)).via("mutant:bonus_skipped")
 @given(case=batch_cases())
+def test_generated_batches_obey_the_law(impl, device, case):
+    """Generated float batches (every dtype, per-row γ with NaN garbage in the padding, greedy
+    rows, drafts without probabilities, q == p, uniforms of exactly 0 and 1 - 2^-53): every row's
+    acceptance count is the threshold rule's (float32 rounding admitted within 2^-21 of a
+    threshold), its emitted token in the residual's / bonus p's / argmax's support."""
+    kw = case.tensors(device)
+    got = read_result(_call(impl, kw), kw, case.vocab, "verify")
+    why = law_violation(kw, got)
+    assert why is None, f"{why}\n  case: {case!r}"
+
+
+@example(case=BatchCase(6, 4, 40, "float32", 1, noise=0.0, lens=(4, 0, 2, 4, 1, 3), garbage=True)).via("mutant:uniforms_shared_across_rows")
+@example(case=BatchCase(5, 3, 7, "bfloat16", 2, noise=0.3, greedy=(True, False, True, False, False), edges=True)).via("mutant:greedy_sampled_match")
+@example(case=BatchCase(4, 5, 1, "float16", 3, no_q=True)).via("mutant:bonus_skipped")
+@given(case=batch_cases())
+@pytest.mark.choice("the same tokens as the reference for the same uniforms (inverse CDF, float64)")
 def test_matches_reference(impl, reference, device, case):
     """Generated float batches (every dtype, per-row γ with garbage in the padding, greedy rows,
     drafts without probabilities, q == p, uniforms of exactly 0 and just below 1): the same
@@ -133,12 +170,28 @@ def test_matches_reference(impl, reference, device, case):
 LARGE = [("float32", 0.0), ("float32", 0.5), ("bfloat16", 1.0), ("float64", 3.0)]
 
 
+def _large(dtype, noise):
+    return BatchCase(12, 4, 32000, dtype, 11, scale=4.0, noise=noise, lens=(4, 4, 3, 0, 4, 2, 4, 1, 4, 4, 3, 4),
+                     greedy=(False,) * 10 + (True, True), edges=True)
+
+
 @pytest.mark.parametrize("dtype,noise", LARGE)
+def test_large_vocab_obeys_the_law(impl, device, dtype, noise):
+    """A realistic vocabulary (32,000) and γ = 4, 12 rows with per-row γ and two greedy rows:
+    acceptance counts and emitted tokens the law allows."""
+    case = _large(dtype, noise)
+    kw = case.tensors(device)
+    got = read_result(_call(impl, kw), kw, case.vocab, f"vocab 32000 {dtype}")
+    why = law_violation(kw, got)
+    assert why is None, f"vocab 32000 {dtype}: {why}"
+
+
+@pytest.mark.parametrize("dtype,noise", LARGE)
+@pytest.mark.choice("the same tokens as the reference for the same uniforms (inverse CDF, float64)")
 def test_large_vocab_matches_reference(impl, reference, device, dtype, noise):
     """A realistic vocabulary (32,000) and γ = 4, 12 rows with per-row γ and two greedy rows:
     the same tokens as the reference."""
-    case = BatchCase(12, 4, 32000, dtype, 11, scale=4.0, noise=noise, lens=(4, 4, 3, 0, 4, 2, 4, 1, 4, 4, 3, 4),
-                     greedy=(False,) * 10 + (True, True), edges=True)
+    case = _large(dtype, noise)
     kw = case.tensors(device)
     _same(_call(impl, kw), _call(reference, kw), kw, case.vocab, f"vocab 32000 {dtype}")
 
@@ -158,6 +211,22 @@ def _greedy_expected(kw) -> list[tuple]:
 
 
 @given(case=batch_cases(max_vocab=6, dtypes=("float32", "bfloat16")), seed=st.integers(0, 2**32 - 1))
+def test_greedy_rows_follow_an_argmax(impl, device, case, seed):
+    """Greedy rows accept while the draft is an argmax of p_i and then emit an argmax, whatever
+    the uniforms (two draws); with tied maxima (bfloat16, small vocabularies) either choice is
+    the law's (which one is the reference's choice, next test)."""
+    kw = case.tensors(device)
+    kw["greedy"] = True
+    for u in (kw["uniforms"], torch.rand(kw["uniforms"].shape, generator=torch.Generator().manual_seed(seed),
+                                         dtype=torch.float64).to(device)):
+        one = {**kw, "uniforms": u}
+        got = read_result(_call(impl, one), one, case.vocab, "greedy")
+        why = law_violation(one, got)
+        assert why is None, f"{why}\n  case: {case!r}"
+
+
+@given(case=batch_cases(max_vocab=6, dtypes=("float32", "bfloat16")), seed=st.integers(0, 2**32 - 1))
+@pytest.mark.choice("greedy ties go to the smallest token id (torch.argmax)")
 def test_greedy_rows_follow_the_target_argmax(impl, device, case, seed):
     """Greedy rows accept while the draft is argmax p_i (ties to the smallest id: bfloat16 and
     small vocabularies make ties), then emit the argmax -- whatever the uniforms (two draws)."""
@@ -266,6 +335,7 @@ def _assert_seeded_draw_pinned(impl, kw, vocab, seed, device):
 
 
 @pytest.mark.parametrize("name", list(SEEDED))
+@pytest.mark.choice("the generator is consumed as one torch.rand(batch, γ + 1, float64)")
 def test_seeded_draw_is_the_contracts_draw(impl, device, name):
     """verify(generator=g) == verify(uniforms=torch.rand(batch, γ + 1, dtype=float64, generator=<same
     seed>)), and g ends in the state that draw leaves (float32 uniforms, another layout, or a
@@ -276,6 +346,7 @@ def test_seeded_draw_is_the_contracts_draw(impl, device, name):
 
 @settings(max_examples=_scaled(10))
 @given(case=batch_cases())
+@pytest.mark.choice("the generator is consumed as one torch.rand(batch, γ + 1, float64)")
 def test_seeded_draw_is_the_contracts_draw_generated(impl, device, case):
     """The same pin on generated batches."""
     _assert_seeded_draw_pinned(impl, case.tensors(device), case.vocab, case.seed, device)
