@@ -153,13 +153,19 @@ def test_hybrid_limits(impl, trace, capacity):
 
 def test_hybrid_default_weight(impl):
     """Hybrid() is Hybrid(weight=8): omitting the weight means the documented default. At weight
-    8 a key touched twice (at 1 and 2) outlives keys touched once at 3 ... 9 but not at 11."""
+    8 a key touched twice (at 1 and 2, score 2 + 8 = 10) outlives keys touched once at 3 ... 9 but
+    not one touched at 10 (a tie of scores, broken by recency: 'prompt' is older) or 11: weight 7
+    would lose to the key touched at 9, weight 9 would outlive the one touched at 10."""
     for policy in (impl.get("Hybrid")(), impl.get("Hybrid")(weight=8)):
         policy.touch("prompt", 1)
         policy.touch("prompt", 2)
         for t in range(3, 10):
             policy.touch(t, t)
         assert policy.victim() == 3, "weight 8: 'prompt' (2 + 8 = 10) outlives keys touched at 3 ... 9"
+        assert policy.victim([9, "prompt"]) == 9, "weight 8: 'prompt' (2 + 8 = 10) outlives a key touched at 9"
+        policy.touch(10, 10)
+        assert policy.victim([10, "prompt"]) == "prompt", (
+            "weight 8: 'prompt' (2 + 8 = 10) ties with a key touched at 10 and, older, goes first")
         policy.touch(11, 11)
         assert policy.victim([11, "prompt"]) == "prompt", "a key touched at 11 outlives 'prompt' (10)"
 
@@ -224,6 +230,7 @@ BAD = [
     Bad("remove untracked", dict(method="remove", key="zz", now=None), KeyError, ("zz",)),
     Bad("remove unhashable", dict(method="remove", key={}, now=None), TypeError, ("key",)),
     Bad("priority untracked", dict(method="priority", key="zz", now=None), KeyError, ("zz",)),
+    Bad("priority unhashable", dict(method="priority", key=["a"], now=None), TypeError, ("key",)),
     Bad("copy src untracked", lambda v: dict(method="copy", src="zz", dst="c"), KeyError, ("zz",)),
     Bad("copy dst tracked", lambda v: dict(method="copy", src="a", dst="b"), ValueError, ("dst",)),
     Bad("copy dst unhashable", lambda v: dict(method="copy", src="a", dst=[1]), TypeError, ("dst",)),
