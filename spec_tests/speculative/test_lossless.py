@@ -34,7 +34,7 @@ from hypothesis import example, given
 from conformance.stats import lumped
 from spec_tests.speculative.oracles import (NAN, POINTS, acceptance_groups, batch, cells, draft_sequences,
                                             law_violation, lossless_violation, read_result, rule_distribution)
-from spec_tests.speculative.strategies import TreeCase, tree_cases
+from spec_tests.speculative.strategies import Q_MODES, TreeCase, tree_cases
 
 ALPHA = 1e-6   # per-test false-alarm rate of the chi-square tests
 
@@ -217,6 +217,47 @@ def test_lossless_by_exact_enumeration(impl, device, case):
     and near two opposite corners: constant on each cell; the induced distribution (exact
     Fractions) is lossless; and equal to the pinned rule's."""
     _assert_lossless(impl, case, device)
+
+
+# ----------------------------------------------------------------------------- every mode, exhaustively
+def sweep_cases(mode: str) -> list[TreeCase]:
+    """The bounded-exhaustive sweep of one draft mode: every γ in 0..3 and vocabulary 2 and 3,
+    fixed prefix-dependent tables with zeros (q > 0 where p = 0 and p > 0 where q = 0), padded by
+    one position when γ is odd. Every draft sequence and acceptance cell of each is enumerated."""
+    tables = {2: dict(p=((5, 3), (1, 7), (8, 0)), q=((2, 6), (7, 1)), sup=((8, 0), (3, 5)), dis=((0, 8),),
+                      drafts=(1, 0)),
+              3: dict(p=((4, 3, 1), (0, 5, 3), (2, 0, 6)), q=((1, 1, 6), (3, 5, 0)), sup=((5, 3, 0), (2, 6, 0)),
+                      dis=((0, 0, 8),), drafts=(2, 0, 1))}
+    out = []
+    for vocab, t in tables.items():
+        for gamma in range(4):
+            common = dict(vocab=vocab, gamma=gamma, den=8, q_mode=mode, p_key=1, q_key=2, pad=gamma % 2)
+            if mode == "disjoint":
+                out.append(TreeCase(p_table=t["sup"], q_table=t["dis"], **common))
+            elif mode == "none":
+                out.append(TreeCase(p_table=t["p"], drafts=t["drafts"], **common))
+            else:
+                out.append(TreeCase(p_table=t["p"], q_table=t["q"] if mode in ("table", "mixture") else (), **common))
+    return out
+
+
+@pytest.mark.parametrize("mode", Q_MODES)
+def test_lossless_law_every_mode(impl, device, mode):
+    """Bounded-exhaustive: for each draft mode (independent tables, q == p, disjoint supports,
+    q near p, no draft probabilities), every γ in 0..3 and vocabulary 2 and 3
+    (:func:`sweep_cases`), the law of test_lossless_law: sampled, greedy and padded rows of every
+    draft sequence and acceptance cell in one call per case."""
+    for case in sweep_cases(mode):
+        assert_law(impl.get("verify"), case, device)
+
+
+@pytest.mark.parametrize("mode", Q_MODES)
+@pytest.mark.choice("the emitted token is the inverse CDF of the last uniform; acceptance is float64 u * q < p")
+def test_lossless_exact_every_mode(impl, device, mode):
+    """The same sweep through the exact enumeration (every cell of the uniforms' cube, exact
+    Fractions, the pinned rule's tokens)."""
+    for case in sweep_cases(mode):
+        _assert_lossless(impl, case, device)
 
 
 # ----------------------------------------------------------------------------- statistical
