@@ -121,6 +121,8 @@ def tree_cells(st: SpecTree) -> tuple[TreeCell, ...]:
                     for node, (kind, a) in ints.items():
                         if kind == "acc":
                             u[node] = 0.0 if where == "low" else _inside(Fraction(0), a, where)
+                        elif a == 0 and where == "low":
+                            u[node] = 0.0    # a zero-probability candidate is rejected even by u = 0
                         else:
                             u[node] = ONE_MINUS if where == "high" else _inside(a, Fraction(1), where)
                     u[0] = _inside(v_lo, v_hi, where)

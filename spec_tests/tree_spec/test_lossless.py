@@ -82,6 +82,60 @@ def test_lossless_by_exact_enumeration(impl, st_):
     _assert_lossless(impl, st_)
 
 
+# ----------------------------------------------------------------------------- every shape, exhaustively
+def all_shapes(max_branch: int = 2) -> list[tuple]:
+    """Every tree shape of depth <= 2 and branching <= ``max_branch`` (13 for 2), then the root
+    with 3 children (none or one of them with a child): three siblings, two rejected in a row."""
+    import itertools
+    out = [(0,)]
+    for b0 in range(1, max_branch + 1):
+        out += [(b0, *deeper) for deeper in itertools.product(range(max_branch + 1), repeat=b0)]
+    return out + [(3, 0, 0, 0), (3, 1, 0, 0)]
+
+
+SWEEP_TABLES = {2: dict(p=((1, 3), (3, 1), (4, 0)), q=((2, 2), (3, 1)), sup=((4, 0),), dis=((0, 4),)),
+                3: dict(p=((2, 1, 1), (0, 3, 1), (1, 0, 3)), q=((1, 1, 2), (2, 2, 0)), sup=((3, 1, 0),), dis=((0, 0, 4),))}
+
+
+def sweep_trees(mode: str) -> list[SpecTree]:
+    """The bounded-exhaustive sweep of one mode: every shape of :func:`all_shapes`, vocabulary 2
+    (and 3 where it has at most 4 candidates), fixed prefix-dependent tables with zeros (den 4).
+    Modes: ``iid`` (children drawn i.i.d. from q, every draw enumerated), ``equal`` (q == p),
+    ``disjoint`` (supports), ``fixed`` (draft_probs None: EVERY assignment of candidate tokens,
+    repeats included, is its own case)."""
+    import itertools
+    out = []
+    for shape in all_shapes():
+        depth = 0 if shape[0] == 0 else (2 if any(shape[1:]) else 1)
+        n_cand = shape[0] + sum(shape[1:])
+        for vocab, t in SWEEP_TABLES.items():
+            if vocab > 2 and n_cand > 4:
+                continue
+            common = dict(vocab=vocab, gamma=depth, den=4, p_key=1, q_key=2)
+            if mode == "iid":
+                out.append(SpecTree(TreeCase(p_table=t["p"], q_mode="table", q_table=t["q"], **common), shape))
+            elif mode == "equal":
+                out.append(SpecTree(TreeCase(p_table=t["p"], q_mode="equal", **common), shape))
+            elif mode == "disjoint":
+                out.append(SpecTree(TreeCase(p_table=t["sup"], q_mode="disjoint", q_table=t["dis"], **common), shape))
+            elif vocab == 2 or n_cand <= 2:
+                case = TreeCase(p_table=t["p"], q_mode="equal", **common)
+                out += [SpecTree(case, shape, toks) for toks in itertools.product(range(vocab), repeat=n_cand)]
+    return out
+
+
+TREE_MODES = ("iid", "equal", "disjoint", "fixed")
+
+
+@pytest.mark.parametrize("mode", TREE_MODES)
+def test_lossless_every_shape(impl, mode):
+    """Bounded-exhaustive: every tree shape up to depth 2 and branching 2 (and three siblings at
+    the root) x each mode (:func:`sweep_trees`): every candidate tree, every cell of the uniforms,
+    the rule's tokens at the middle and corners, the induced distribution exactly the target's."""
+    for st_ in sweep_trees(mode):
+        _assert_lossless(impl, st_)
+
+
 # ----------------------------------------------------------------------------- a chain is speculative.verify
 @settings(max_examples=max(1, settings().max_examples))
 @given(case=batch_cases(max_batch=1, max_gamma=4, max_vocab=12, greedy=False), no_q=st.booleans())
