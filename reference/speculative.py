@@ -62,6 +62,17 @@ Greedy rows: accept draft i iff x_i == argmax p_i (ties to the smallest id, torc
 at the first mismatch, or after γ_r matches, emit argmax of p at that position. Uniforms and
 draft_probs are not used (draft_probs is still validated).
 
+The law and the choices. Any conforming verifier must be lossless and must read the acceptance
+columns of ``uniforms`` by the threshold min(1, p/q) -- up to float32 rounding: a uniform within a
+relative 2^-21 of the threshold may go either way, a draft of p(x) = 0 or q(x) = 0 is never
+accepted (not even by u = 0) -- emit a recovered / bonus token from the residual's / p's support
+distributed as the normalised residual / p, and follow an argmax on greedy rows. What this
+reference chose where the law leaves it open (checked only for implementations that declare
+``TOKEN_EXACT = True``; docs/speculative.md): the emitted token is ``inverse_cdf`` of the last
+uniform (vLLM: an exponential race ``argmax(residual / Exp(1))``); the acceptance test is float64
+``u * q < p`` (vLLM: float32 ``p / q >= u``); greedy ties go to the smallest id; the generator is
+consumed as one ``torch.rand(batch, γ + 1, float64)``.
+
 Validation (before any random number is drawn; a rejected call leaves the generator's state
 unchanged): shapes and dtypes; every active distribution (target positions i <= γ_r, draft
 positions i < γ_r) finite, >= 0 and summing to 1 within ``SUM_TOLERANCE[dtype]``; active draft

@@ -72,7 +72,7 @@ PINNED = {
     # disjoint supports: every first draft is rejected, and the residual is p itself
     "disjoint supports: the token comes from p, via this position's residual": Pin(
         _case([[[.5, .5, 0, 0], [.25, .25, .25, .25], [1, 0, 0, 0]]], [[[0, 0, .5, .5], [0, .5, .5, 0]]],
-              [[3, 1]], [[0.0, 0.0, 0.75]]), [[1, PAD, PAD]], [0], "residual_next_q"),
+              [[3, 1]], [[0.3, 0.0, 0.75]]), [[1, PAD, PAD]], [0], "residual_next_q"),
     "the residual is max(p - q, 0), not p": Pin(
         _case([[[.25, .5, .25], [1, 0, 0]]], None, [[1]], [[0.6, 0.5]]), [[2, PAD]], [0], "recovered_from_p"),
     "the residual is max(p - q, 0), not q": Pin(

@@ -69,6 +69,22 @@ def test_tree_from_parents(impl, parents, data):
                      f"tree_from_parents({tokens}, {parents})")
 
 
+def test_tree_from_parents_every_tree(impl):
+    """Bounded-exhaustive: EVERY parents array of 1..6 nodes (every tree whose parents come first:
+    1 + 1 + 2 + 6 + 24 + 120 = 154 trees), tokens repeating in a cycle of 2: mask, depth, retrieve
+    from the definitions."""
+    import itertools
+    count = 0
+    for n in range(1, 7):
+        for choice in itertools.product(*[range(i) for i in range(1, n)]):
+            parents = [-1, *choice]
+            tokens = [i % 2 for i in range(n)]
+            _check_structure(impl.get("tree_from_parents")(tokens, parents), tokens, parents,
+                             f"tree_from_parents({tokens}, {parents})")
+            count += 1
+    assert count == 154
+
+
 def test_one_node_tree(impl):
     """A tree of one node: the root alone, mask [[True]], depth [0], retrieve [[0]]."""
     for tree in (impl.get("build_tree")(5, []), impl.get("tree_from_parents")([5], [-1])):
