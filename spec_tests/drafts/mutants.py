@@ -25,7 +25,8 @@ MUTANTS = [
           "    return (1 - a ** (gamma + 1)) / (1 - a)\n",
           "    return (1 - a ** gamma) / (1 - a)\n"),
     Patch("ngram_oldest_match",
-          "Ties go to the OLDEST earlier occurrence of the n-gram instead of the most recent.",
+          "Ties go to the OLDEST earlier occurrence of the n-gram instead of the most recent (a "
+          "change of the reference's choice, not of the law: caught at the token-exact level).",
           "    for j in range(length - n - 1, -1, -1):          # most recent first; j = L - n is the suffix",
           "    for j in range(0, length - n):"),
     Patch("draft_last_layers",
@@ -98,4 +99,30 @@ MUTANTS = [
           "break_even_alpha has no c == 0 case: the bisection returns about 1e-12, not 0.",
           "    if cost == 0:\n        return 0.0\n    lo, hi = 0.0, 1.0",
           "    lo, hi = 0.0, 1.0"),
+    # --- issue 22: bugs the output cannot show (speculation is lossless for ANY draft) ---
+    Patch("draft_cache_past_written",
+          "After a round whose drafts were all accepted, the draft's KV cache is set to len(seq) + k "
+          "without the min: it claims the last draft's position, which the draft proposed but never "
+          "ran on, so the next round skips feeding that token and attends to an unwritten slot. The "
+          "output is still the target's; the drafts come from a corrupted context.",
+          "            _truncate(d_cache, min(d_cache.seq_len, len(seq) + k))\n",
+          "            _truncate(d_cache, len(seq) + k)\n"),
+    Patch("ngram_looks_up_prompt_only",
+          "Prompt lookup in the loop searches the prompt tensor instead of the sequence so far: its "
+          "n-gram is the prompt's last one every round, and what was generated is never matched.",
+          "            drafts = ngram_propose(seq, g)\n",
+          "            drafts = ngram_propose(prompt, g)\n"),
+    Patch("ngram_drafts_verified_greedily",
+          "Prompt-lookup drafts (one-hot q) are verified greedily at temperature > 0 (accepted iff "
+          "they are the target's argmax): the emitted tokens are no longer distributed as the target.",
+          "        tokens, num_accepted = verify(p, q, x, greedy=greedy,",
+          "        tokens, num_accepted = verify(p, q, x, greedy=greedy or draft is None,"),
+    Patch("ngram_drafts_given_target_q",
+          "At temperature > 0 the loop hands the verifier q = p for prompt-lookup drafts (as if the "
+          "target had proposed them) instead of draft_probs None (one-hot q): every lookup is "
+          "accepted, and the output follows the prompt instead of the target.",
+          "        # 3. verify\n",
+          "        # 3. verify\n"
+          "        if draft is None and drafts and not greedy:\n"
+          "            q = p[:, :len(drafts)].clone()\n"),
 ]

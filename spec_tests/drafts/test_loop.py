@@ -111,18 +111,21 @@ def _target_joint(target, prompt, vocab, temperature=1.0):
     return joint
 
 
-@pytest.mark.parametrize("kind, gamma, temperature", [("random", 1, 1.0), ("random", 1, 0.25)])
+@pytest.mark.parametrize("kind, gamma, temperature", [("random", 1, 1.0), ("random", 1, 0.25), ("ngram", 1, 1.0),
+                                                      ("ngram", 1, 0.25)])
 def test_sampled_follows_target_distribution(impl, reference, kind, gamma, temperature):
     """Vocab 3, temperature 1 and 0.25 (softmax(logits / T): at T = 0.25 the target's joint is
     sharper, so a loop that drops the temperature from p, or hands the verifier a q of another
     temperature than the one it sampled the drafts from, is far off): the first two emitted tokens
     (one round may emit both: an accepted draft and the bonus token) are distributed as the
     target's joint; chi-square over the 9 cells (cells with expected count < 5 merged), fixed
-    seed, false alarm <= 1e-6 per temperature."""
+    seed, false alarm <= 1e-6 per case. Prompt lookup too (prompt 0 1 2 0 1: its last bigram
+    occurred before, so the first round drafts 2 with a one-hot q, draft_probs None): a loop that
+    verifies prompt-lookup drafts greedily, or as if the target had proposed them, is far off."""
     vocab, trials = 3, 300
     target = tiny_models(reference, vocab=vocab, layers=1, seed=5)
     draft = None if kind == "ngram" else tiny_models(reference, vocab=vocab, layers=1, seed=6)
-    prompt = torch.tensor([0, 1, 2, 0], dtype=torch.int64)   # n-gram: "0" ... proposes 1, 2
+    prompt = torch.tensor([0, 1, 2, 0, 1] if kind == "ngram" else [0, 1, 2, 0], dtype=torch.int64)
     joint = _target_joint(target, prompt, vocab, temperature).reshape(-1)
     spec = impl.get("speculative_generate")
     g = generator(1234)
