@@ -11,7 +11,7 @@ replacement):
 - an integer constant (not a bool) ``n`` -> ``n + 1`` and ``n - 1`` (indices, bounds, defaults);
 - ``min`` <-> ``max`` (a call of the builtin, or a method ``.min``/``.max``);
 - the first two positional arguments of a call swapped;
-- a dropped statement: a ``raise`` (a missing validation), a bare call (a missing side effect), an
+- a dropped statement: a ``raise`` (a missing validation; never inside its message), a bare call (a missing side effect), an
   augmented assignment (a missing update) -> ``pass``;
 - ``break`` <-> ``continue``.
 
@@ -24,6 +24,7 @@ annotations are never mutated.
 from __future__ import annotations
 
 import ast
+import runpy
 from dataclasses import dataclass
 from typing import Callable
 
@@ -57,7 +58,8 @@ class Site:
 
 def _skipped(tree: ast.Module) -> set[int]:
     """Nodes never mutated: docstrings, ``__all__``/``__optional__`` and other dunder assignments,
-    annotations."""
+    annotations, and the f-strings of a raised exception's message (a variant there changes the
+    wording of an error, which a spec checks by its type and the argument it names, not its numbers)."""
     out: set[int] = set()
 
     def mark(node):
@@ -71,6 +73,10 @@ def _skipped(tree: ast.Module) -> set[int]:
                 mark(first)
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.startswith("__") for t in node.targets):
             mark(node)
+        if isinstance(node, ast.Raise) and node.exc is not None:
+            for sub in ast.walk(node.exc):
+                if isinstance(sub, ast.JoinedStr):
+                    mark(sub)
         if isinstance(node, ast.AnnAssign):
             mark(node.annotation)
         if isinstance(node, ast.arg) and node.annotation is not None:
@@ -207,3 +213,74 @@ def source_of(module: str, concept_id: str) -> str:
     if path is None:
         raise ValueError(f"concept {concept_id!r} has no optimized module")
     return path + "__init__.py" if path.endswith("/") else path
+
+
+# ------------------------------------------------------------------------------ triage
+CLASSES = ("equivalent", "outside the contract")
+TRIAGE_FILE = "mechanical_triage.py"
+
+
+def key(concept_id: str, name: str) -> tuple[str, str, str]:
+    """A variant's triage key: (module, its source line stripped, what changed). It names the
+    change by the code it changes, so it survives edits elsewhere in the file (which move the
+    index and the line number)."""
+    module, k = parse_name(name)
+    path = source_of(module, concept_id)
+    line, what = variants(path)[k]
+    return module, (ROOT / path).read_text().splitlines()[line - 1].strip(), what
+
+
+def triage(concept_id: str) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """``spec_tests/<concept>/mechanical_triage.py``'s ``TRIAGE``: key -> (class, one-line reason)
+    for each survivor judged not a gap of the spec: ``equivalent`` (no input of the contract tells
+    it from the original) or ``outside the contract`` (code no contract name reaches)."""
+    path = ROOT / "spec_tests" / concept_id / TRIAGE_FILE
+    if not path.exists():
+        return {}
+    table = runpy.run_path(str(path)).get("TRIAGE", {})
+    bad = [k for k, (cls, why) in table.items() if cls not in CLASSES or not why.strip()]
+    if bad:
+        raise ValueError(f"{path}: entries need a class in {CLASSES} and a reason: {bad[:3]}")
+    return table
+
+
+@dataclass
+class Score:
+    """A concept's mechanical score: killed of the variants not triaged as equivalent or outside
+    the contract; ``stale``: triaged variants that were killed (the entry is wrong: remove it)."""
+    concept: str
+    total: int
+    killed: int
+    triaged: list            # [(name, class, reason)] of surviving variants with a triage entry
+    gaps: list               # names of surviving variants without one
+    stale: list              # names of killed variants that have a triage entry
+
+    @property
+    def counted(self) -> int:
+        return self.total - len(self.triaged)
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.killed / self.counted if self.counted else 100.0
+
+    def line(self) -> str:
+        return (f"mechanical score {self.concept}: {self.killed}/{self.counted} killed ({self.percent:.1f} %) "
+                f"of {self.total} variants, {len(self.triaged)} triaged "
+                f"({', '.join(f'{sum(t[1] == c for t in self.triaged)} {c}' for c in CLASSES)}), "
+                f"{len(self.gaps)} untriaged survivors" + (f", {len(self.stale)} STALE triage entries" if self.stale else ""))
+
+
+def score(concept_id: str, killed: dict[str, bool]) -> Score:
+    """The score of ``concept_id`` from {variant name: killed}."""
+    table = triage(concept_id)
+    triaged, gaps, stale = [], [], []
+    for name, dead in sorted(killed.items(), key=lambda kv: parse_name(kv[0])):
+        entry = table.get(key(concept_id, name))
+        if dead:
+            if entry is not None:
+                stale.append(name)
+        elif entry is not None:
+            triaged.append((name, *entry))
+        else:
+            gaps.append(name)
+    return Score(concept_id, len(killed), sum(killed.values()), triaged, gaps, stale)

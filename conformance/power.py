@@ -302,25 +302,38 @@ def main(argv: list[str]) -> int:
         for ok, sound, _, why in v:
             if ok and not sound:
                 print(f"    NOT BY ITS BUG: {why}")
+    scores = {}
+    if args.mechanical:
+        from conformance import mechanical
+        for c in concepts:
+            mine = {n: (c, n) not in missed for k, n in rows if k == c}
+            if mine:
+                scores[c] = mechanical.score(c, mine)
     if args.json:
         Path(args.json).write_text(json.dumps(
             {"seeds": seeds, "profile": args.profile,
+             "mechanical": args.mechanical, "sample": args.sample, "sample_seed": args.sample_seed,
+             "scores": {c: {"total": s.total, "killed": s.killed, "counted": s.counted,
+                            "percent": round(s.percent, 1), "triaged": s.triaged, "gaps": s.gaps,
+                            "stale": s.stale} for c, s in scores.items()},
              "mutants": [{"concept": c, "mutant": n, "caught": [ok for ok, _, _, _ in v],
                           "first_failure": [w for _, _, w, _ in v],
                           "control_passed": [sound for _, sound, _, _ in v] if control else None,
                           "control": [why for _, _, _, why in v] if control else None}
                          for (c, n), v in rows.items()]}, indent=1))
     print(f"{len(rows) - len(missed)}/{len(rows)} mutants caught on every seed")
-    if args.mechanical:
-        for c in concepts:
-            mine = [k for k in rows if k[0] == c]
-            if mine:
-                killed = sum(k not in missed for k in mine)
-                print(f"mechanical score {c}: {killed}/{len(mine)} killed ({100 * killed / len(mine):.1f} %)")
+    for c, s in scores.items():
+        for name in s.gaps:
+            print(f"  survivor {c}.{name}: {' | '.join(mechanical.key(c, name))}")
+        for name in s.stale:
+            print(f"  STALE triage entry (the variant was killed) {c}.{name}: {' | '.join(mechanical.key(c, name))}")
+        print(s.line())
     if control:
         checked = sum(ok for v in rows.values() for ok, _, _, _ in v)
         passed = sum(ok and sound for v in rows.values() for ok, sound, _, _ in v)
         harness = sum(1 for v in rows.values() for ok, sound, _, why in v if ok and why.startswith("harness error"))
         print(f"controls: {passed}/{checked} catches confirmed (the failing test passes without the bug); "
               f"{harness} failures were harness errors; {len(unsound)} mutants caught for another reason")
+    if args.mechanical:  # survivors are expected; untriaged ones and wrong triage entries are not
+        return 1 if unsound or any(s.gaps or s.stale for s in scores.values()) else 0
     return 1 if missed or unsound else 0

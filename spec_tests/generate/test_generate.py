@@ -258,6 +258,13 @@ BAD = [
         ValueError, ("sample_fn",)),
     Bad("sample_fn ids outside vocab", dict(sample_fn=lambda logits, g: torch.full(logits.shape[:1], 64)), ValueError,
         ("sample_fn",)),
+    # one row out of range, the others valid: a check of only the smallest (or largest) id misses it
+    Bad("sample_fn one id negative", dict(prompt_tokens=torch.zeros(2, 3, dtype=torch.long),
+                                          sample_fn=lambda logits, g: torch.arange(logits.shape[0]) - 1),
+        ValueError, ("sample_fn",)),
+    Bad("sample_fn one id == vocab", dict(prompt_tokens=torch.zeros(2, 3, dtype=torch.long),
+                                          sample_fn=lambda logits, g: torch.arange(logits.shape[0]) + logits.shape[-1] - 1),
+        ValueError, ("sample_fn",)),
     Bad("sample_fn float ids", dict(sample_fn=lambda logits, g: logits.argmax(-1).double()), ValueError, ("sample_fn",)),
     Bad("bool prompt", dict(prompt_tokens=torch.zeros(1, 3, dtype=torch.bool)), TypeError, ("prompt_tokens",)),
     Bad("rank 3", dict(prompt_tokens=torch.zeros(1, 1, 3, dtype=torch.long)), ValueError, ("prompt_tokens",)),

@@ -354,6 +354,8 @@ REQUEST_BAD = [
     Bad("empty token_times", dict(token_times=[]), ValueError, ("token_times",)),
     Bad("decreasing token_times", dict(token_times=[1.0, 0.5]), ValueError, ("token_times",)),
     Bad("token before arrival", dict(arrival=2.0, token_times=[1.0]), ValueError, ("token_times",)),
+    Bad("first token before arrival, the last after", dict(arrival=2.0, token_times=[1.0, 3.0]), ValueError,
+        ("token_times",)),
     Bad("NaN token time", dict(token_times=[1.0, math.nan]), ValueError, ("token_times",)),
     Bad("infinite token time", dict(token_times=[1.0, math.inf]), ValueError, ("token_times",)),
     Bad("token_times a string", dict(token_times="12"), TypeError, ("token_times",)),

@@ -92,3 +92,37 @@ def test_a_sample_runs_as_mutants_and_is_scored(tmp_path):
     for name in caught:
         ok, why = power.control_verdict(report, "kv_bytes", name)
         assert ok, (name, why)
+
+
+def test_an_error_messages_f_string_is_never_mutated():
+    whats = _whats('def f(x, n):\n    if x < 0:\n        raise ValueError(f"x = {x + 1} of {n - 1}")\n')
+    assert sorted(whats) == sorted(["< -> <=", "0 -> 1", "0 -> -1", "drop `raise ValueError(f'x = {x + 1} of {n - 1}')`"]), whats
+
+
+@pytest.mark.parametrize("cid", [c for c in CONCEPTS if (mechanical.ROOT / "spec_tests" / c / mechanical.TRIAGE_FILE).exists()])
+def test_every_triage_entry_names_a_variant_that_exists(cid):
+    """A triage entry names its variant by the code it changes; an edit of the module can orphan
+    it (then the survivor it excused shows up again, untriaged) -- this says which."""
+    table = mechanical.triage(cid)
+    assert table, f"spec_tests/{cid}/{mechanical.TRIAGE_FILE} has no TRIAGE"
+    keys = set()
+    for module in mechanical.MODULES:
+        try:
+            path = mechanical.source_of(module, cid)
+        except ValueError:
+            continue
+        keys |= {mechanical.key(cid, mechanical.name_of(module, k)) for k in range(len(mechanical.variants(path)))}
+    orphans = [k for k in table if k not in keys]
+    assert not orphans, f"spec_tests/{cid}/{mechanical.TRIAGE_FILE}: entries naming no variant: {orphans}"
+
+
+def test_the_score_leaves_triaged_survivors_out_and_flags_stale_entries(monkeypatch):
+    names = [mechanical.name_of("reference", k) for k in range(4)]
+    keys = {n: ("reference", f"line {n}", "x") for n in names}
+    monkeypatch.setattr(mechanical, "key", lambda cid, n: keys[n])
+    monkeypatch.setattr(mechanical, "triage", lambda cid: {keys[names[1]]: ("equivalent", "why"),
+                                                          keys[names[2]]: ("equivalent", "why")})
+    s = mechanical.score("probe", {names[0]: True, names[1]: False, names[2]: True, names[3]: False})
+    assert (s.total, s.killed, s.counted) == (4, 2, 3)
+    assert [t[0] for t in s.triaged] == [names[1]] and s.gaps == [names[3]] and s.stale == [names[2]]
+    assert round(s.percent, 1) == 66.7
