@@ -24,6 +24,8 @@ annotations are never mutated.
 from __future__ import annotations
 
 import ast
+import functools
+import os
 import runpy
 from dataclasses import dataclass
 from typing import Callable
@@ -149,7 +151,12 @@ def sites(tree: ast.Module) -> list[Site]:
 
 def variants(path: str) -> list[tuple[int, str]]:
     """(line, what) of every variant of the repository file ``path``, index = position."""
-    return [(s.line, s.what) for s in sites(ast.parse((ROOT / path).read_text()))]
+    return list(_variants_of((ROOT / path).read_text()))
+
+
+@functools.lru_cache(maxsize=64)
+def _variants_of(text: str) -> tuple[tuple[int, str], ...]:
+    return tuple((s.line, s.what) for s in sites(ast.parse(text)))
 
 
 def _variant(text: str, k: int, path: str) -> tuple[int, str, str]:
@@ -223,11 +230,19 @@ TRIAGE_FILE = "mechanical_triage.py"
 def key(concept_id: str, name: str) -> tuple[str, str, str]:
     """A variant's triage key: (module, its source line stripped, what changed). It names the
     change by the code it changes, so it survives edits elsewhere in the file (which move the
-    index and the line number)."""
+    index and the line number). The n-th same change of the same line says so: ``1 -> 0 (#2)``."""
     module, k = parse_name(name)
-    path = source_of(module, concept_id)
-    line, what = variants(path)[k]
-    return module, (ROOT / path).read_text().splitlines()[line - 1].strip(), what
+    return _keys(source_of(module, concept_id), module)[k]
+
+
+def _keys(path: str, module: str) -> list[tuple[str, str, str]]:
+    lines = (ROOT / path).read_text().splitlines()
+    out, seen = [], {}
+    for line, what in variants(path):
+        text = lines[line - 1].strip()
+        n = seen[(text, what)] = seen.get((text, what), 0) + 1
+        out.append((module, text, what if n == 1 else f"{what} (#{n})"))
+    return out
 
 
 def triage(concept_id: str) -> dict[tuple[str, str, str], tuple[str, str]]:
@@ -284,3 +299,56 @@ def score(concept_id: str, killed: dict[str, bool]) -> Score:
         else:
             gaps.append(name)
     return Score(concept_id, len(killed), sum(killed.values()), triaged, gaps, stale)
+
+
+# ------------------------------------------------------------------------------ recorded results
+RESULTS = ROOT / "docs" / "results" / "mechanical.json"
+
+
+def record(path, killed: dict[tuple[str, str], bool], command: str) -> None:
+    """Merge {(concept, variant name): killed} into the results file ``path``: per concept, each
+    variant's key and verdict (a newer verdict replaces an older one of the same key), the
+    module's current variant count, and the commands that produced them."""
+    import json
+    import platform
+    from datetime import date
+    data = json.loads(path.read_text()) if path.exists() else {}
+    for (cid, name), dead in killed.items():
+        module, _ = parse_name(name)
+        entry = data.setdefault(cid, {"variants": {}, "commands": []})
+        entry["variants"]["\t".join(key(cid, name))] = bool(dead)
+        entry[f"{module}_variants"] = len(variants(source_of(module, cid)))
+        line = f"{command}  # {date.today()}, {platform.machine()} {os.cpu_count()} CPUs"
+        if line not in entry["commands"]:
+            entry["commands"].append(line)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def recorded(path=None) -> dict:
+    import json
+    path = path or RESULTS
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def current_names(concept_id: str) -> dict[tuple[str, str, str], str]:
+    """key -> variant name, for every variant of the concept's modules as they are now."""
+    out: dict = {}
+    for module in MODULES:
+        try:
+            path = source_of(module, concept_id)
+        except ValueError:
+            continue
+        out.update((k, name_of(module, i)) for i, k in enumerate(_keys(path, module)))
+    return out
+
+
+def recorded_score(concept_id: str, data: dict | None = None) -> Score | None:
+    """The concept's score from the recorded verdicts of variants that still exist."""
+    data = recorded() if data is None else data
+    entry = data.get(concept_id)
+    if not entry:
+        return None
+    names = current_names(concept_id)
+    killed = {names[k]: v for k, v in ((tuple(s.split("\t")), v) for s, v in entry["variants"].items()) if k in names}
+    return score(concept_id, killed)

@@ -265,6 +265,9 @@ def main(argv: list[str]) -> int:
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="with --mechanical: a fixed random sample of N mutants per concept")
     p.add_argument("--sample-seed", type=int, default=0, help="the sample's seed (default 0)")
+    p.add_argument("--record", default=None, metavar="JSON",
+                   help="with --mechanical: merge the verdicts into this results file "
+                        "(docs/results/mechanical.json feeds docs/suite-power.md and the CI sample)")
     args = p.parse_args(argv)
     wanted = {c for arg in args.concept for c in arg.split(",") if c}
     from conformance.registry import CONCEPTS
@@ -303,8 +306,8 @@ def main(argv: list[str]) -> int:
             if ok and not sound:
                 print(f"    NOT BY ITS BUG: {why}")
     scores = {}
+    from conformance import mechanical
     if args.mechanical:
-        from conformance import mechanical
         for c in concepts:
             mine = {n: (c, n) not in missed for k, n in rows if k == c}
             if mine:
@@ -317,11 +320,15 @@ def main(argv: list[str]) -> int:
                             "percent": round(s.percent, 1), "triaged": s.triaged, "gaps": s.gaps,
                             "stale": s.stale} for c, s in scores.items()},
              "mutants": [{"concept": c, "mutant": n, "caught": [ok for ok, _, _, _ in v],
+                          "key": list(mechanical.key(c, n)) if args.mechanical else None,
                           "first_failure": [w for _, _, w, _ in v],
                           "control_passed": [sound for _, sound, _, _ in v] if control else None,
                           "control": [why for _, _, _, why in v] if control else None}
                          for (c, n), v in rows.items()]}, indent=1))
     print(f"{len(rows) - len(missed)}/{len(rows)} mutants caught on every seed")
+    if args.record and args.mechanical:
+        mechanical.record(Path(args.record), {(c, n): (c, n) not in missed for c, n in rows},
+                          command="inferspec power " + " ".join(argv))
     for c, s in scores.items():
         for name in s.gaps:
             print(f"  survivor {c}.{name}: {' | '.join(mechanical.key(c, name))}")

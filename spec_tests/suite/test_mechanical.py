@@ -126,3 +126,42 @@ def test_the_score_leaves_triaged_survivors_out_and_flags_stale_entries(monkeypa
     assert (s.total, s.killed, s.counted) == (4, 2, 3)
     assert [t[0] for t in s.triaged] == [names[1]] and s.gaps == [names[3]] and s.stale == [names[2]]
     assert round(s.percent, 1) == 66.7
+
+
+CI_SAMPLE = 3   # recorded kills per concept run again in CI
+
+
+def ci_sample() -> list:
+    """[(concept, Patch)]: a fixed random sample (seeded by the concept's id) of the variants the
+    results file records as killed and that still exist (by key)."""
+    import random
+    data = mechanical.recorded()
+    out = []
+    for cid in CONCEPTS:
+        entry = data.get(cid)
+        if not entry:
+            continue
+        names = mechanical.current_names(cid)
+        killed = sorted(names[k] for k in (tuple(s.split("\t")) for s, v in entry["variants"].items() if v)
+                        if k in names)
+        pick = random.Random(f"ci:{cid}").sample(killed, min(CI_SAMPLE, len(killed)))
+        out += [(cid, mechanical.patch(cid, n)) for n in sorted(pick)]
+    return out
+
+
+@pytest.mark.heavy
+@pytest.mark.timeout(3600)
+def test_a_ci_sample_of_recorded_kills_stays_killed(tmp_path):
+    """The recorded mechanical score cannot silently drop: a fixed sample of the variants
+    docs/results/mechanical.json records as killed is run again (the `mutants` profile, each
+    isolated, with its control); each must still be killed, by its bug."""
+    selected = ci_sample()
+    assert selected, "docs/results/mechanical.json records no killed variant"
+    report = power.run(selected, profile="mutants", tmp=tmp_path, max_impls=power.MECHANICAL_CHUNK)
+    lost = []
+    for cid, m in selected:
+        caught, first = power.verdict(report, cid, m.name)
+        ok, why = power.control_verdict(report, cid, m.name) if caught else (False, "")
+        if not (caught and ok):
+            lost.append(f"{cid}.{m.name} ({m.doc}): {'caught, but ' + why if caught else 'survived'}")
+    assert not lost, "recorded kills that the spec no longer makes:\n  " + "\n  ".join(lost)
