@@ -111,4 +111,30 @@ MUTANTS = [
           "rms_norm ignores its eps argument and always uses the default 1e-6.",
           "    normed = xf * torch.rsqrt(ms + eps)\n",
           "    normed = xf * torch.rsqrt(ms + 1e-6)\n"),
+    # --- issue 22: batch invariant, but wrong (each caught by a value test against float64) ---
+    Patch("log_softmax_batch_max",
+          "log_softmax subtracts the max of the whole batch (amax without dim) instead of the row's: "
+          "exact in real arithmetic, but a row far below the batch's max underflows to exp = 0 and "
+          "log 0 = -inf (and its bits depend on the other rows).",
+          "    m = xf.amax(dim=-1, keepdim=True)       # a max is exact in any order\n",
+          "    m = xf.amax()\n"),
+    Patch("rms_norm_accumulates_in_input_dtype",
+          "rms_norm squares and sums in the input's 16-bit dtype instead of float32: batch "
+          "invariant (the order is still fixed), but the sum of squares loses its low bits.",
+          "    cd = compute_dtype(x.dtype)\n    xf = x.to(cd)\n    ms =",
+          "    cd = x.dtype\n    xf = x.to(cd)\n    ms ="),
+    Patch("row_sum_accumulates_in_input_dtype",
+          "row_sum accumulates in the input's 16-bit dtype: a long row's running sum stagnates once "
+          "its ulp exceeds a block's partial sum.",
+          "    return _sum_last(x.to(compute_dtype(x.dtype)))[..., 0].to(x.dtype)\n",
+          "    return _sum_last(x)[..., 0]\n"),
+    Patch("mode_addmm_drops_bias",
+          "invariant_mode's addmm route returns a @ b and forgets the bias: F.linear with a bias is "
+          "batch invariant and wrong.",
+          "        return out + bias * beta if beta != 0 else out\n",
+          "        return out\n"),
+    Patch("mode_bmm_broadcasts_first_b",
+          "invariant_mode's bmm route multiplies every batch entry by b[0] (an indexing slip): "
+          "batch invariant, wrong for every entry but the first.",
+          "mm(a[i], b[i])", "mm(a[i], b[0])"),
 ]

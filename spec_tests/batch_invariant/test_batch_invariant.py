@@ -11,7 +11,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.strategies import DTYPES, generator
-from conformance.tolerance import assert_close_to_oracle
+from conformance.tolerance import assert_close_to_oracle, check_kind
 from spec_tests.attention.oracles import out_floor_from
 from reference.model import ModelConfig
 from spec_tests.batch_invariant import under_mode
@@ -181,6 +181,50 @@ def _floor_from(op, x, w):
     return None
 
 
+# Every (function, dtype) pair on every run (the sampled test above draws 12 of its 432
+# combinations), each length, and for rms_norm each eps. One call per (length, eps) holds rows of
+# four magnitudes -- 3, 200 (exp overflows float32 without the row max), 0.05 (eps dominates),
+# and 3 plus an offset of 40 (10 in float16: a sum that cancels little and grows to 40 L) -- and
+# each row is judged on its own (the
+# rule's bound is a max over the compared elements: a row of 200 would hide a row of 0.05).
+ROW_SCALES = (3.0, 200.0, 0.05, 3.0)
+ROW_OFFSETS = (0.0, 0.0, 0.0, 40.0)
+
+
+def _scaled_rows(L, seed, dt):
+    x = rand((len(ROW_SCALES), L), seed, "float32") * torch.tensor(ROW_SCALES)[:, None]
+    offsets = torch.tensor(ROW_OFFSETS)[:, None] / (4 if dt == "float16" else 1)   # a float16 sum stays finite
+    return (x + offsets).to(DTYPES[dt])
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("op", ("matmul",) + ROW_OPS)
+def test_values_every_op_dtype_length(impl, reference, device, op, dt):
+    """Each function against a float64 oracle, for every dtype and length L in 1, 17, 80, 300
+    (and 1100, 4096 for the row functions: more than one 1024-wide kernel chunk; a 16-bit
+    accumulator stagnates once the running sum's ulp exceeds a block's partial), rms_norm at eps 0,
+    1e-6 and 0.5: within the tolerance rule row by row (2 x the reference's own error + two ulps
+    of the row's magnitude). A result that is batch invariant but wrong -- accumulated in the
+    16-bit dtype, normalised with a max or a count over the wrong dim, eps misplaced -- fails here."""
+    lengths = (1, 17, 80, 300) + (() if op == "matmul" else (1100, 4096))
+    for L, eps in [(L, eps) for L in lengths for eps in ((0.0, 1e-6, 0.5) if op == "rms_norm" else (1e-6,))]:
+        seed = 1000 + L
+        x = _scaled_rows(L, seed, dt)
+        w = rand((L, 5) if op == "matmul" else (L,), seed + 1, dt)
+        args = tuple(t.to(device) for t in ((x, w) if op in ("matmul", "rms_norm") else (x,)))
+        kw = dict(eps=eps) if op == "rms_norm" else {}
+        got, ref = impl.get(op)(*args, **kw), reference.get(op)(*args, **kw)
+        oracle = _oracles(op, x, w, eps)
+        floor = _floor_from(op, x, w)
+        check_kind(got, ref, op)
+        for r in range(x.shape[0]):
+            sl = slice(r, r + 1)
+            fl = None if floor is None else _floor_from(op, x[sl], w)
+            assert_close_to_oracle(got[sl], ref[sl], oracle[sl], name=f"{op} row {r} (scale {ROW_SCALES[r]}, "
+                                   f"offset {ROW_OFFSETS[r]}) of L={L}, {dt}" + (f", eps={eps}" if kw else ""),
+                                   inputs=dict(x=x, w=w), floor_from=fl)
+
+
 @pytest.mark.parametrize("dt", ["bfloat16", "float32"])
 def test_reference_agrees_with_torch_ops(reference, dt):
     """The reference itself is the plain op: within the tolerance rule with torch's own op as the
@@ -234,6 +278,7 @@ def test_edge_cases(impl, device):
         assert float(G("log_softmax")(one)) == 0.0 and float(G("softmax")(one)) == 1.0
 
 
+@pytest.mark.choice("reductions in blocks of 16 terms, left to right, partials left to right from +0")
 def test_fixed_order_is_the_documented_one(impl):
     """fixed_order_sum adds blocks of BLOCK = 16 terms left to right, then the partials left to right
     from +0.0. Three numbers show why the order matters: (1e8 + -1e8) + 1 = 1 but 1e8 + (-1e8 + 1)
@@ -276,6 +321,39 @@ def test_invariant_mode_routes_and_restores(impl, device):
     assert torch.allclose(mean0, x.mean(0), rtol=1e-6, atol=1e-6)
     assert got["raised"] == "ZeroDivisionError", "an exception inside invariant_mode() must propagate"
     assert same_bits(got["after"], got["plain"]), "torch.mm not restored after invariant_mode()"
+
+
+def test_invariant_mode_values(impl, device):
+    """What the routed ops compute inside invariant_mode() is the plain op: torch.matmul, F.linear
+    WITH its bias, torch.bmm, log_softmax, softmax and mean of the last dim against float64 oracles
+    (the tolerance rule, torch's own op outside the mode as the baseline) -- a mode that is batch
+    invariant but drops the bias or multiplies the wrong bmm entries fails here -- and torch.bmm's
+    entry 1 has the same bits in a batch of 3 as alone."""
+    x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
+                  rand((24,), 3, "float32").to(device))
+    got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
+    x3, w3 = under_mode.bmm_operands(x, w)
+    x64, w64, b64 = x.double(), w.double(), bias.double()
+    cases = [("torch.matmul", got["mm"], x @ w.t(), x64 @ w64.t()),
+             ("F.linear with bias", got["lin"], torch.nn.functional.linear(x, w, bias), x64 @ w64.t() + b64),
+             ("torch.bmm", got["bmm"], torch.bmm(x3, w3), torch.bmm(x3.double(), w3.double())),
+             ("log_softmax", got["lsm"], torch.log_softmax(x, -1), torch.log_softmax(x64, -1)),
+             ("softmax", got["sm"], torch.softmax(x, -1), torch.softmax(x64, -1)),
+             ("mean(-1)", got["mean"], x.mean(-1, keepdim=True), x64.mean(-1, keepdim=True))]
+    for name, value, baseline, oracle in cases:
+        assert_close_to_oracle(value, baseline, oracle, name=f"{name} inside invariant_mode()")
+    assert same_bits(got["bmm"][1], got["bmm1"][0]), "torch.bmm: entry 1 of 3 differs from the entry alone"
+
+
+@pytest.mark.choice("torch.bmm routed as one matmul per batch entry (the bits of matmul)")
+def test_invariant_mode_bmm_is_matmul_per_entry(impl, device):
+    """torch.bmm inside invariant_mode() has, per batch entry, the bits of this concept's matmul."""
+    x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
+                  rand((24,), 3, "float32").to(device))
+    got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
+    x3, w3 = under_mode.bmm_operands(x, w)
+    for i in range(3):
+        assert same_bits(got["bmm"][i], impl.get("matmul")(x3[i], w3[i])), f"bmm entry {i} != matmul's bits"
 
 
 # --- end to end -------------------------------------------------------------------------------

@@ -49,15 +49,23 @@ def uses_triton_kernels(impl) -> bool:
     return False
 
 
+def bmm_operands(x, w):
+    """Three (M, K) @ (K, N) problems from ``x`` (M, K) and ``w`` (N, K), for torch.bmm."""
+    return torch.stack([x, x.flip(0), x * 0.5]), torch.stack([w.t(), w.t() * 2, w.t().flip(1)])
+
+
 def routes_and_restores(impl, x, w, bias) -> dict:
     """torch's ops on ``x``, ``w``, ``bias`` before, inside and after ``invariant_mode()`` (also after
     a block that raised), in this process."""
     mode = impl.get("invariant_mode")
     out = {"plain": torch.mm(x, w.t())}
+    x3, w3 = bmm_operands(x, w)
     with mode():
         out["mm"] = torch.matmul(x, w.t())
         out["lin"] = F.linear(x, w, bias)
         out["lin1"] = F.linear(x[3:4], w, bias)
+        out["bmm"] = torch.bmm(x3, w3)
+        out["bmm1"] = torch.bmm(x3[1:2], w3[1:2])
         out["lsm"], out["sm"] = torch.log_softmax(x, -1), torch.softmax(x, dim=1)
         out["mean"] = x.mean(-1, keepdim=True)
         out["mean0"] = x.mean(0)                 # not routed: still torch's mean
