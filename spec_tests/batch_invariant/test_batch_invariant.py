@@ -60,14 +60,15 @@ def test_matmul_row_is_batch_invariant(impl, device, dt, K, N, a, b, seed):
             f"max diff {(got.double() - alone.double()).abs().max():.3e}")
 
 
-# Mutants: position_dependent_order, block_from_batch.
-@example(op="log_softmax", dt="float32", D=100, a=(129, 1, 3), b=(1, 0, 4), seed=1
-         ).via("mutant:position_dependent_order")
-@example(op="rms_norm", dt="float32", D=100, a=(64, 5, 3), b=(7, 2, 4), seed=1
+# Mutants: position_dependent_order, block_from_batch. Every function on every run (a function
+# the implementation lacks leaves the others checked).
+@example(dt="float32", D=100, a=(129, 1, 3), b=(1, 0, 4), seed=1).via("mutant:position_dependent_order")
+@example(dt="float32", D=100, a=(64, 5, 3), b=(7, 2, 4), seed=1
          ).via("mutant:block_from_batch mutant:position_dependent_order")
-@settings(max_examples=8)
-@given(op=st.sampled_from(ROW_OPS), dt=dtype_name, D=st.sampled_from(ROW_LENGTHS),
+@settings(max_examples=2)
+@given(dt=dtype_name, D=st.sampled_from(ROW_LENGTHS),
        a=composition(max_rows=64), b=composition(max_rows=64), seed=st.integers(0, 2**31 - 1))
+@pytest.mark.parametrize("op", ROW_OPS)
 def test_row_op_is_batch_invariant(impl, device, op, dt, D, a, b, seed):
     """rms_norm / log_softmax / softmax / row_sum / row_mean of a row: the same bits alone, at
     any position, in any other batch."""
@@ -306,21 +307,25 @@ def test_fixed_order_is_the_documented_one(impl):
 # tests compare run where the implementation runs (under_mode.py, through impl.call_in_process --
 # for a submission, its worker process); the comparisons are made here.
 def test_invariant_mode_routes_and_restores(impl, device):
-    """Inside invariant_mode(): torch.matmul / F.linear (with bias) / log_softmax / softmax / mean
-    of the last dim compute with this concept's functions (same bits) and are batch invariant;
-    after exit (also after an exception) torch's own kernels are back."""
+    """After invariant_mode() exits (also after an exception, which must propagate) torch's own
+    kernels are back. Inside it: torch.matmul / F.linear (with bias) / log_softmax / softmax /
+    mean of the last dim compute with this concept's functions (same bits) and F.linear is batch
+    invariant."""
     G = lambda n: impl.get(n)  # noqa: E731
     x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
                   rand((24,), 3, "float32").to(device))
-    got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
+    back = impl.call_in_process(under_mode.restores, x, w)
+    assert same_bits(back["after_exit"], back["plain"]), "torch.mm not restored after invariant_mode()"
+    assert back["raised"] == "ZeroDivisionError", "an exception inside invariant_mode() must propagate"
+    assert same_bits(back["after"], back["plain"]), "torch.mm not restored after invariant_mode() exited by an exception"
+    got = impl.call_in_process(under_mode.routes, x, w, bias)
     mm, lin, lin1, lsm, sm, mean, mean0 = (got[k] for k in ("mm", "lin", "lin1", "lsm", "sm", "mean", "mean0"))
-    assert same_bits(mm, G("matmul")(x, w.t()))
-    assert same_bits(lin[3], lin1[0])
-    assert same_bits(lsm, G("log_softmax")(x)) and same_bits(sm, G("softmax")(x))
-    assert same_bits(mean[:, 0], G("row_mean")(x))
+    assert same_bits(lin[3], lin1[0]), "F.linear: row 3 of 9 differs from the row alone inside invariant_mode()"
     assert torch.allclose(mean0, x.mean(0), rtol=1e-6, atol=1e-6)
-    assert got["raised"] == "ZeroDivisionError", "an exception inside invariant_mode() must propagate"
-    assert same_bits(got["after"], got["plain"]), "torch.mm not restored after invariant_mode()"
+    assert same_bits(mm, G("matmul")(x, w.t()))
+    assert same_bits(lsm, G("log_softmax")(x))
+    assert same_bits(mean[:, 0], G("row_mean")(x))
+    assert same_bits(sm, G("softmax")(x))
 
 
 def test_invariant_mode_values(impl, device):
@@ -331,7 +336,7 @@ def test_invariant_mode_values(impl, device):
     entry 1 has the same bits in a batch of 3 as alone."""
     x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
                   rand((24,), 3, "float32").to(device))
-    got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
+    got = impl.call_in_process(under_mode.routes, x, w, bias)
     x3, w3 = under_mode.bmm_operands(x, w)
     x64, w64, b64 = x.double(), w.double(), bias.double()
     cases = [("torch.matmul", got["mm"], x @ w.t(), x64 @ w64.t()),
@@ -350,7 +355,7 @@ def test_invariant_mode_bmm_is_matmul_per_entry(impl, device):
     """torch.bmm inside invariant_mode() has, per batch entry, the bits of this concept's matmul."""
     x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
                   rand((24,), 3, "float32").to(device))
-    got = impl.call_in_process(under_mode.routes_and_restores, x, w, bias)
+    got = impl.call_in_process(under_mode.routes, x, w, bias)
     x3, w3 = under_mode.bmm_operands(x, w)
     for i in range(3):
         assert same_bits(got["bmm"][i], impl.get("matmul")(x3[i], w3[i])), f"bmm entry {i} != matmul's bits"

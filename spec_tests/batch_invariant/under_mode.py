@@ -54,11 +54,10 @@ def bmm_operands(x, w):
     return torch.stack([x, x.flip(0), x * 0.5]), torch.stack([w.t(), w.t() * 2, w.t().flip(1)])
 
 
-def routes_and_restores(impl, x, w, bias) -> dict:
-    """torch's ops on ``x``, ``w``, ``bias`` before, inside and after ``invariant_mode()`` (also after
-    a block that raised), in this process."""
+def routes(impl, x, w, bias) -> dict:
+    """torch's ops on ``x``, ``w``, ``bias`` inside ``invariant_mode()``, in this process."""
     mode = impl.get("invariant_mode")
-    out = {"plain": torch.mm(x, w.t())}
+    out = {}
     x3, w3 = bmm_operands(x, w)
     with mode():
         out["mm"] = torch.matmul(x, w.t())
@@ -69,6 +68,17 @@ def routes_and_restores(impl, x, w, bias) -> dict:
         out["lsm"], out["sm"] = torch.log_softmax(x, -1), torch.softmax(x, dim=1)
         out["mean"] = x.mean(-1, keepdim=True)
         out["mean0"] = x.mean(0)                 # not routed: still torch's mean
+    return out
+
+
+def restores(impl, x, w) -> dict:
+    """torch.mm before and after ``invariant_mode()`` (the second time after a block that raised),
+    in this process."""
+    mode = impl.get("invariant_mode")
+    out = {"plain": torch.mm(x, w.t())}
+    with mode():
+        pass
+    out["after_exit"] = torch.mm(x, w.t())
     out["raised"] = None
     try:
         with mode():
@@ -77,6 +87,11 @@ def routes_and_restores(impl, x, w, bias) -> dict:
         out["raised"] = type(exc).__name__
     out["after"] = torch.mm(x, w.t())
     return out
+
+
+def routes_and_restores(impl, x, w, bias) -> dict:
+    """:func:`restores` then :func:`routes`, in one call (one dict)."""
+    return {**restores(impl, x, w), **routes(impl, x, w, bias)}
 
 
 def decode(impl, config: ModelConfig, device: str, tokens, ids, sample: bool, invariant: bool, steps: int = 3):
