@@ -41,3 +41,24 @@ MUTANTS = [
           "        if need + revived > len(self.free_queue):",
           "        if need > len(self.free_queue):"),
 ]
+
+# Found by the bounded-exhaustive exploration and the law scenarios (issue 22): slips the random
+# state machine missed on fresh seeds.
+MUTANTS += [
+    Patch("key_by_position_not_parent",
+          "A block's key is its position and its own tokens, not the prefix it ends: blocks cached by "
+          "two different prompts combine into a hit for a third that neither computed.",
+          "        return (extra_key, tokens[:(i + 1) * self.block_size])\n",
+          "        return (extra_key, i, tokens[i * self.block_size:(i + 1) * self.block_size])\n"),
+    Patch("hits_skip_missing_blocks",
+          "The hit walk skips a block whose key is not cached instead of stopping there: a cached "
+          "block after an evicted parent is served, with the parent's KV missing.",
+          "            if block is None:\n                break\n",
+          "            if block is None:\n                continue\n"),
+    Patch("duplicate_overwrites_key",
+          "mark_computed of a block whose key another block holds moves the key to the new block "
+          "but leaves the old block marked cached: evicting the old block later drops the key the "
+          "new block holds, and a block said to be cached no longer hits.",
+          "            if b in self.block_key or key in self.cache:\n",
+          "            if b in self.block_key:\n"),
+]

@@ -3,10 +3,11 @@ oracle over every cached sequence, and bad input."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
-from spec_tests.prefix_cache.oracle import hit_bound
+from spec_tests.prefix_cache.oracle import hit_bound, run_law
 from spec_tests.prefix_cache.strategies import BLOCK_SIZES, EXTRA_KEYS, prompts
 
 
@@ -144,6 +145,52 @@ def test_rehit_takes_block_off_free_queue(impl):
     assert c.free_queue_order() == rest == [a[2]] and c.num_free_blocks == 1
     c.allocate("p", [8, 8])
     assert sorted(c.block_table("p")) == sorted(rest) and c.block_table("b") == t
+
+
+# --- the same block computed twice: the law, and the reference's choice -----------------------
+# Two sequences that fill the same block independently (the second was allocated before the first
+# cached it, or its hit was capped by the last-token rule) leave two blocks holding one key. Which
+# one keeps the key is a choice (the reference: the first; nano-vllm: the newest; vLLM: both); the
+# law is checked by run_law (oracle.LawModel) for any of them, after every call.
+
+def test_hits_stop_at_the_first_missing_block(impl):
+    """A cached block whose parent's key is gone is unreachable: the hits stop at the first block
+    of the prompt whose key has no cached holder, even if later keys are cached. Y fills
+    [0, 1, 2] while X caches [0] first; X's copy of [0] is evicted, and, under the reference's
+    choice (the first block keeps the key), that was the only cached [0]: Y's [0, 1] is orphaned.
+    Under any engine's choice the law holds (run_law checks every step)."""
+    calls = [("allocate", ("y", [0, 1, 2, 3], None)), ("allocate", ("x", [0], None)),
+             ("mark_computed", ("x", 1)), ("mark_computed", ("y", 4)), ("free", ("x",)),
+             ("allocate", ("z", [5, 5], None)),         # evicts x's block (the free queue's tail)
+             ("lookup", ([0, 1, 2, 3, 4], None)), ("lookup", ([0, 1, 9], None)),
+             ("allocate", ("w", [0, 1, 2, 9], None))]
+    run_law(impl.get("PrefixCache"), 6, 1, calls)
+
+
+def test_duplicate_block_then_eviction(impl):
+    """Two sequences compute the same full block ([0] at position 0): the first's hit was capped
+    (a one-token prompt never hits). Then the first is freed and its block evicted: whatever block
+    the engine kept, a block it says is cached still hits and an evicted one does not."""
+    calls = [("allocate", ("a", [0], None)), ("mark_computed", ("a", 1)),
+             ("allocate", ("b", [0], None)), ("mark_computed", ("b", 1)),
+             ("lookup", ([0, 1], None)), ("free", ("a",)), ("allocate", ("c", [1, 1], None)),
+             ("lookup", ([0, 1], None)), ("free", ("b",)), ("lookup", ([0, 1], None)),
+             ("allocate", ("d", [0, 1], None)), ("mark_computed", ("d", 2)), ("free", ("c",)),
+             ("free", ("d",)), ("lookup", ([0, 1, 0], None))]
+    run_law(impl.get("PrefixCache"), 3, 1, calls)
+
+
+@pytest.mark.choice("the first block cached keeps its key; a duplicate computation stays uncached")
+def test_duplicate_block_first_keeps_the_key(impl):
+    """The reference's choice: when the same full block is computed twice, the first block cached
+    keeps the key and the duplicate is never cached (nano-vllm moves the key to the newest block,
+    vLLM keeps both: lawful, not token-exact)."""
+    c = make(impl, 4, 2)
+    first = cached(c, "a", [1, 2])
+    second = cached(c, "b", [1, 2])           # a two-token prompt never hits its only block
+    assert first[0] != second[0]
+    assert c.is_cached(first[0]) and not c.is_cached(second[0])
+    assert c.lookup([1, 2, 3]) == first[:1]
 
 
 @given(block_size=BLOCK_SIZES, extra=st.lists(EXTRA_KEYS, min_size=1, max_size=6),

@@ -1,5 +1,11 @@
-"""The prefix cache as a state machine, differential against the reference (course 03.09-03.11).
+"""The prefix cache as a state machine (course 03.09-03.11), in two tests:
 
+``test_state_machine`` (the law): Hypothesis drives the implementation beside ``oracle.LawModel``
+-- allocate, mark_computed, free, lookup, rejected calls -- and checks every result, error type and
+observable after every step against the law, which learns from the implementation which block
+keeps a key computed twice (a choice) and fixes everything else (see LawModel's docstring).
+
+``test_state_machine_reference_choices`` (choice-marked: the first block cached keeps its key):
 Hypothesis drives the implementation under test and the reference side by side -- allocate
 (on a pool small enough that allocation evicts, or fails with "out of blocks"), mark_computed,
 free, lookup, and invalid calls -- and after every step checks
@@ -25,7 +31,9 @@ from hypothesis import Phase, event, settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from conformance.stateful import run_as_test
-from spec_tests.prefix_cache.oracle import hit_bound, resident_hits
+import pytest
+
+from spec_tests.prefix_cache.oracle import LawModel, call, hit_bound, observe_all, resident_hits
 from spec_tests.prefix_cache.strategies import EXTRA_KEYS, prompts
 
 ERRORS = (TypeError, ValueError, KeyError)
@@ -154,9 +162,53 @@ class PrefixCacheMachine(RuleBasedStateMachine):
             f"cached blocks {is_cached} != the model's resident blocks {sorted(self.resident)}")
 
 
-def test_state_machine(impl, reference):
+@pytest.mark.choice("the first block cached keeps its key; a duplicate computation stays uncached")
+def test_state_machine_reference_choices(impl, reference):
     """Differential state machine against the reference, with a brute-force model (module doc)."""
     machine = type("PrefixCacheMachineFor", (PrefixCacheMachine,), {"impl": impl, "ref": reference})
+    steps = 80 if settings.get_current_profile_name() == "thorough" else 40
+    phases = tuple(p for p in settings().phases if p is not Phase.explain)
+    run_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases))
+
+
+class PrefixCacheLawMachine(RuleBasedStateMachine):
+    """The implementation beside ``LawModel``: every call's result and every observable checked
+    against the law after every step (module docstring)."""
+    impl = None
+
+    @initialize(num_blocks=st.integers(2, 10), block_size=st.integers(1, 3))
+    def setup(self, num_blocks, block_size):
+        self.nb = num_blocks
+        self.c = self.impl.get("PrefixCache")(num_blocks, block_size)
+        self.m = LawModel(num_blocks, block_size)
+
+    def do(self, op: str, *args):
+        out = call(self.c, op, args)
+        self.m.step(op, args, out, observe_all(self.c, self.nb, SEQS))
+        return out
+
+    @rule(seq=seqs, tokens=prompts(max_tail=10), extra_key=EXTRA_KEYS)
+    def allocate(self, seq, tokens, extra_key):
+        ok, _ = self.do("allocate", seq, tokens, extra_key)
+        event(f"allocate: {ok}")
+
+    @rule(seq=seqs, data=st.data())
+    def mark_computed(self, seq, data):
+        n = len(self.m.prompts[seq][0]) if seq in self.m.prompts else 2
+        self.do("mark_computed", seq, data.draw(st.integers(0, n + 1), label="n_tokens"))
+
+    @rule(seq=seqs)
+    def free(self, seq):
+        self.do("free", seq)
+
+    @rule(tokens=prompts(max_tail=10), extra_key=EXTRA_KEYS)
+    def lookup(self, tokens, extra_key):
+        self.do("lookup", tokens, extra_key)
+
+
+def test_state_machine(impl):
+    """The law, step by step, for any engine's choice of which block keeps a key (module doc)."""
+    machine = type("PrefixCacheLawMachineFor", (PrefixCacheLawMachine,), {"impl": impl})
     steps = 80 if settings.get_current_profile_name() == "thorough" else 40
     phases = tuple(p for p in settings().phases if p is not Phase.explain)
     run_as_test(machine, settings=settings(stateful_step_count=steps, phases=phases))
