@@ -53,4 +53,17 @@ MUTANTS = [
           "iterable, unhashable type: 'list'), which does not name candidates.",
           "        keys = list(self._records) if candidates is None else check_candidates(candidates)\n",
           "        keys = list(self._records) if candidates is None else list(candidates)\n"),
+    # found by the bounded-exhaustive exploration (test_exhaustive.py), missed by the random tests
+    Patch("copy_counts_as_access",
+          "A copy (a radix split) counts as one more access of the new key: the upper half of a "
+          "split node looks more frequently used than the node it was cut from.",
+          "        self._records[dst] = (hits, last, self._calls)\n",
+          "        self._records[dst] = (hits + 1, last, self._calls)\n"),
+    Patch("same_time_touch_keeps_order",
+          "A touch at the time of the key's previous touch keeps its old call order (only a later "
+          "time refreshes it): among keys touched at one time, a key touched again still ranks as "
+          "if touched first.",
+          "        self._records[key] = (hits + 1, now, self._calls)\n",
+          "        same = key in self._records and self._records[key][1] == now\n"
+          "        self._records[key] = (hits + 1, now, self._records[key][2] if same else self._calls)\n"),
 ]

@@ -73,4 +73,11 @@ MUTANTS = [
           "locked handle loses its protection when a later call splits it.",
           "        new.lock = child.lock  # the locks below it; it holds none itself\n",
           "        new.lock = 0\n", module="optimized"),
+    # found by the bounded-exhaustive exploration (test_exhaustive.py), missed by the random tests
+    Patch("split_copies_held",
+          "A split copies the old node's own locks to the new node above it (its lock count and its "
+          "held count alike): unlocking a match of the upper half then succeeds, releasing a lock "
+          "that was taken below it.",
+          "        new.lock = child.lock  # the locks below it; it holds none itself\n",
+          "        new.lock = child.lock\n        new.held = child.held\n", module="optimized"),
 ]

@@ -174,8 +174,7 @@ def test_evict_frees_whole_nodes(impl):
 
 def test_policy_plugged_in(impl):
     """The policy decides the order: LFU keeps the leaf used most often, LRU the most recent one;
-    Hybrid(weight) in between. A split node keeps its history (LFU counts the split-off prefix's
-    past uses). Mutant: split_drops_history."""
+    Hybrid(weight) in between."""
     def run(policy):
         c = cache(impl, 1, policy)
         c.insert([1, 1], [10, 11])
@@ -188,6 +187,12 @@ def test_policy_plugged_in(impl):
     assert run(Hybrid(weight=0)) == [10, 11]
     assert run(Hybrid(weight=1)) == [20, 21]
 
+
+@pytest.mark.choice("a split node's two halves both keep its policy record (SGLang's _split_node starts the "
+                    "new node afresh)")
+def test_policy_split_keeps_history(impl):
+    """A split node keeps its history (LFU counts the split-off prefix's past uses). Mutant:
+    split_drops_history."""
     c = cache(impl, 1, LFU())
     c.insert([1, 1, 2, 2], [10, 11, 12, 13])
     for _ in range(3):
@@ -200,6 +205,7 @@ def test_policy_plugged_in(impl):
     assert ints(c.evict(100)) == [30, 50, 12, 13, 40, 41, 10, 11]
 
 
+@pytest.mark.choice("a logical clock: one tick per accepted match_prefix/insert, none for a rejected call")
 def test_rejected_call_does_not_tick_the_clock(impl):
     """A rejected call changes nothing, not even the clock that Hybrid's order depends on:
     A used at 1 and 2 (priority 2 + 2 = 4), B inserted at 3 (priority 3): B goes first; had the
