@@ -46,6 +46,12 @@ length, never on the number of rows, the row's position or the other rows:
 Rows are computed vectorised over the batch with elementwise operations only: each element of
 a row goes through exactly the sequence of roundings it would go through alone.
 
+The law is the invariance (a row's bits alone = at any position of any batch) and the accuracy
+(the plain op within the tolerance rule of a float64 oracle). Choices the law leaves open
+(checked only at the token-exact level): the fixed order itself (blocks of ``BLOCK`` left to
+right; any order that depends only on the row's own length is as invariant), and ``bmm`` under
+the mode as one ``matmul`` per batch entry (bit for bit).
+
 Edge cases: M = 0 rows gives an empty result; K = 0 gives zeros; a row of -inf in log_softmax
 gives NaN (as torch); float16/bfloat16/float32/float64 inputs only. Bad input: ``TypeError`` for
 a non-tensor or a wrong dtype, ``ValueError`` for a wrong rank or mismatched sizes; the message

@@ -20,6 +20,10 @@ It proposes what followed: ``tokens[j+n : j+n+gamma]`` (fewer than ``gamma`` tok
 sequence ends first; overlapping the suffix is allowed). No match, ``L <= n`` or ``gamma == 0``:
 ``[]`` (the loop then runs a plain target step). No fallback to shorter n-grams.
 
+Choices the law leaves open (checked only at the token-exact level): WHICH earlier occurrence is
+followed (here the most recent; any earlier occurrence's continuation is a lawful proposal, and
+the loop is lossless with any of them).
+
 **The loop.** ``speculative_generate`` decodes one sequence (``prompt``: 1-D integer tensor,
 length >= 1) with a target model and either a draft model (the same interface:
 ``config.vocab_size``, ``config.max_seq_len``, ``model(tokens, cache) -> logits``,
