@@ -29,7 +29,24 @@ Where this differs from vLLM v1 (docs/prefix_cache.md): no reserved null block (
 0 aside); the extra key is one hashable value (vLLM chains LoRA and multimodal keys per block and
 the cache salt in the first block -- equivalent under chaining); when two sequences compute the
 same block, the first one cached keeps the key and the duplicate stays uncached (vLLM keeps both
-under one hash); stats count admitted requests (``allocate``), not every lookup.
+under one hash: a choice, below); stats count admitted requests (``allocate``), not every lookup.
+
+The law and the reference's choices. Everything above is the law (what any correct prefix cache
+of this contract does), except one choice, checked only for implementations that declare
+``TOKEN_EXACT = True``:
+
+- *which block keeps a key computed twice.* Two sequences can fill the same full block (same extra
+  key, same prefix) independently: the second was allocated before the first cached it, or its
+  hit was capped by the last-token rule. The reference keeps the first block cached and leaves the
+  duplicate uncached (and caches the duplicate if a later ``mark_computed`` covers it after the
+  key was evicted); nano-vllm moves the key to the newest block; vLLM keeps both. The law allows
+  each of these: after ``mark_computed`` a key is held by some of its old holders and the blocks
+  that call computed for it, never by none if it was cached or was just computed for the first
+  time; a hit is *any* block that is cached under that key. Because the blocks differ, the later
+  free-queue order, evictions and block ids follow the engine's choice; the law follows them too
+  (spec_tests/prefix_cache/oracle.py ``LawModel``). Hit lengths stay the longest run of block
+  keys that have a cached holder -- so after evictions an engine that keeps both copies may hit
+  where the reference misses; both are lawful.
 
 Bad input. Every check runs before any state changes, so a call that raises changes nothing:
 sizes are ints >= 1 (``TypeError`` / ``ValueError`` naming ``num_blocks`` or ``block_size``); a

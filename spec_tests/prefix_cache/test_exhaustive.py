@@ -2,12 +2,12 @@
 up to a small depth over a small universe, each step checked against the law (``LawModel`` in
 oracle.py), which follows the implementation's own choice of which block keeps a key.
 
-The universe (``CONFIGS``): pools of 3-4 blocks of 1-2 tokens, prompts over a 2-token alphabet
-up to 2 blocks and one token long, at most 2 live sequences (ids ``s0``, ``s1``, ``s2``; a new
+The universes (``CONFIGS``): pools of 3-4 blocks of 1-2 tokens, prompts over a 2-token alphabet
+of 1-3 tokens, at most 2 live sequences (ids ``s0``, ``s1``, ``s2``; a new
 sequence takes the smallest id not live, so ids are reused after ``free``), extra key ``None``
 (and ``"x"`` under ``thorough``). From every state it tries: ``allocate`` of a new sequence
-with every prompt; ``mark_computed`` of each live sequence at every block boundary; ``free`` of
-each; and, without changing the state, ``lookup`` of every prompt and the rejected calls
+with every prompt; ``mark_computed`` of each live sequence at every block boundary and at its
+prompt's end; ``free`` of each; and, without changing the state, ``lookup`` of every prompt and the rejected calls
 (``allocate`` of a live seq, ``free`` / ``mark_computed`` of a seq not live, ``n_tokens`` past the
 prompt, an allocation that cannot fit): the same outcome the law gives (result, or error type),
 and after each call that may change the state, every observable (free queue, free count,
@@ -22,14 +22,37 @@ them in order. The implementation is not copied: each transition replays the cal
 reached its state on a fresh instance (their results are compared with the recorded ones, so a
 non-deterministic implementation is told as such).
 
-Distinct states reached per depth (measured; ``python -m spec_tests.prefix_cache.test_exhaustive``
-prints them):
+Distinct states reached per depth (new states at depth 0, 1, 2, ...), calls checked and calls
+made (replays and observations included), on the reference; measured with
+``python -m spec_tests.prefix_cache.test_exhaustive``:
 
-    see DEPTH_TABLE below (kept in sync by test_depth_table_is_measured)
+    universe   blocks x size, len<=  default run                      thorough (+ extra key "x")
+    bs1        3 x 1, len <= 2       depth 5: 1 3 17 49 97 160        depth 8: 1 6 52 154 311 540 860 850 958
+                                     (327 states, 3,003 checked,      (3,732 states, 73,556 checked,
+                                     20,955 calls)                    538,488 calls)
+    bs1_long   4 x 1, len <= 3       depth 4: 1 7 54 230 558          depth 5: 1 14 173 708 1748 4734
+                                     (850 states, 8,331 / 52,951)     (7,378 states, 125,102 / 770,306)
+    bs2        3 x 2, len <= 3       depth 4: 1 7 74 137 259          depth 5: 1 14 278 482 979 2332
+                                     (478 states, 5,918 / 29,602)     (4,086 states, 79,876 / 405,172)
+
+In-process (the bundled implementations) the default run takes about 0.5 s for the three; an
+isolated submission pays about 0.2 ms per call on a 2-core machine, about 20 s.
 
 The law-level test runs the default depth (a few seconds for an in-process implementation);
 ``thorough`` goes deeper and adds the extra key. ``test_exhaustive_reference_choices`` repeats the
-default run with the reference's choice of which block keeps a key (choice-marked).
+``bs1`` run with the reference's choice of which block keeps a key (choice-marked).
+
+What it caught that the random state machine missed on fresh seeds (scratch bugs, then planted):
+a key made of the block's position and tokens instead of the whole prefix (depth 4 of
+``bs1_long``: two prompts' blocks combine into a hit for a third; mutant
+``key_by_position_not_parent``). It also catches, at depth 1-4, every other slip tried: the
+last-token cap off by one either way, a hit's ref count raised only when the block was free, a
+revived hit left on the free queue, the free queue's head and tail swapped, an evicted block keeping
+its ``is_cached`` mark, ``mark_computed`` stopping at the first block already cached or caching up
+to the prompt's length, the capacity check off by one or counting every hit as revived, the stats,
+a lookup that counts as a request. Two slips need deeper states than the default (an orphaned
+cached block, a duplicate evicted): test_prefix_cache.py pins them as law scenarios
+(``test_hits_stop_at_the_first_missing_block``, ``test_duplicate_block_then_eviction``).
 """
 from __future__ import annotations
 
