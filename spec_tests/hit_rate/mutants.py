@@ -99,4 +99,20 @@ MUTANTS = [
           "A request counts as a hit only with more than one cached token (h > 1 instead of h >= 1).",
           "    hit_requests = sum(1 for h in hits if h >= 1)\n",
           "    hit_requests = sum(1 for h in hits if h > 1)\n"),
+    # found by the bounded-exhaustive exploration (test_exhaustive.py), missed by the random tests
+    Patch("evict_only_on_miss",
+          "Evicts down to the capacity only after a miss: a hit whose new suffix takes the cache over "
+          "capacity leaves it there, and a later request hits what should have been evicted.",
+          "        if self.capacity is not None and self.cache.total > self.capacity:\n",
+          "        if self.capacity is not None and self.cache.total > self.capacity and hit == 0:\n"),
+    Patch("lpm_probes_unarrived",
+          "LPM ranks (and so probes, refreshing their LRU clock) every pending request, those that "
+          "have not arrived yet included: what they match survives an eviction it should not.",
+          "            match = {i: server.probe(reqs[i][1]) for i in sorted(arrived)}\n",
+          "            match = {i: server.probe(reqs[i][1]) for i in sorted(pending)}\n"),
+    Patch("arrival_at_free_time_waits",
+          "A request arriving exactly when the server frees up is not among the waiting ones (arrival "
+          "< now) unless no other is: it is ranked a turn late.",
+          "        arrived = [i for i in pending if reqs[i][0] <= now]\n",
+          "        arrived = [i for i in pending if reqs[i][0] < now] or [i for i in pending if reqs[i][0] <= now][:1]\n"),
 ]
