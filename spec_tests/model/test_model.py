@@ -370,6 +370,26 @@ def test_seeded_init_hf_names_and_global_rng(impl, case):
     assert all(not torch.equal(a[n], c[n]) for n in a), "a parameter did not change with the seed"
 
 
+@pytest.mark.choice("the weights of a seed: reference.model.seeded_weights' draws and scales")
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_seeded_weights_are_the_references(impl, reference, dtype):
+    """``Transformer(config, seed)`` holds the reference's weights of that seed (module doc: one
+    ``torch.Generator(seed)``, float32 draws in ``state_dict`` order; norm weights 1 + 0.1 N(0, 1),
+    the embedding N(0, 1), each projection N(0, 1) / sqrt(fan_in), then cast), to one unit in the
+    last place of ``dtype``. The other tests load the reference's weights by name, so they pass
+    whatever an implementation draws: only this one sees another scale (fan_out for fan_in, a
+    scaled embedding), another order or another generator. A GQA model with hidden_dim != dim, so
+    that fan_in != fan_out for every projection but q_proj."""
+    case = ModelCase(96, 32, 2, 4, 2, None, 48, 10000.0, 1e-5, 8, 1, 4, dtype, 0)
+    for seed in (0, 7):
+        ours = impl.get("Transformer")(case.config(impl.get("ModelConfig")), seed=seed).state_dict()
+        want = reference.get("Transformer")(case.config(reference.get("ModelConfig")), seed=seed).state_dict()
+        assert set(ours) == set(want), f"parameter names {sorted(set(ours) ^ set(want))}"
+        for name, t in want.items():
+            torch.testing.assert_close(ours[name].float(), t.float(), rtol=torch.finfo(t.dtype).eps, atol=0,
+                                       msg=lambda m: f"seed {seed}, {name} ({dtype}) is not the reference's:\n{m}")
+
+
 def test_save_load_roundtrip(impl, tmp_path):
     """save_weights then load_weights into a model of another seed reproduces weights and logits
     exactly; the file holds exactly HF's names."""
