@@ -48,4 +48,10 @@ MUTANTS += [
           "the room left in the last block: an append that fits in the free blocks is rejected.",
           "        self._check_free(seq, grow + cow)\n",
           "        self._check_free(seq, blocks_for(n, self.block_size) + cow)\n", module="optimized"),
+    Patch("append_zero_copies",
+          "append without the n == 0 early return: append(seq, 0) on a shared, partly filled last "
+          "block still copies it (a new block, a copy list, the source's ref count dropped), though "
+          "no token is written.",
+          "        if n == 0:\n            return []\n        length = self._lengths[seq]\n",
+          "        length = self._lengths[seq]\n", module="optimized"),
 ]

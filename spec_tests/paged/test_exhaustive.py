@@ -37,9 +37,9 @@ An isolated submission (about 0.2 ms a call on the 2-core machine) takes 2-4 s p
 
 Scratch bugs tried on copies of the reference (12 real, 2 equivalent): all 12 are caught here;
 the random tests missed two of them on some seeds -- an ``append`` whose out-of-blocks check
-counts the new tokens' blocks without the room left in the last block (planted:
-``append_capacity_ignores_room``), and an ``append(seq, 0)`` that still copies a shared partial
-last block. The two equivalent ones pass (``free`` pushing blocks first to last: which free block
+counts the new tokens' blocks without the room left in the last block, and an ``append(seq, 0)``
+that still copies a shared partial last block (planted: ``append_capacity_ignores_room``,
+``append_zero_copies``). The two equivalent ones pass (``free`` pushing blocks first to last: which free block
 comes next is not in the contract; the length recorded before a failing allocation's check:
 never observable).
 """
