@@ -11,9 +11,10 @@ key). After every step every observable is compared with the tree model
 ``insert``'s return, the matched length and slots, the sizes, which handles ``lock``/``unlock``
 accept, and ``evict``'s law (whole unprotected leaves, children first, stopping as soon as ``n``
 tokens are freed, least recently used first by any count of "used"). A rejected call must raise
-the documented error and change nothing (the model is not advanced, so any change shows in a later
-step). A second test (a choice: the reference's eviction order, tie rules and clock) compares
-``evict``'s exact list with the reference run side by side.
+the documented error and change nothing: the sizes at once, and then an ``evict`` of everything,
+checked the same way (the state key merges the sequence with the one without the rejected call,
+so a change must show now). A second test (a choice: the reference's eviction order, tie rules and
+clock) compares ``evict``'s exact list with the reference run side by side.
 
 States are deduplicated on the model's canonical key (the tree's shape with its runs, the locks,
 the ranks of the times of use and of the policy records -- the ages for Hybrid --, the handle last
@@ -94,6 +95,7 @@ class Run:
         self.slot = itertools.count()
         self.held: list = []        # (impl handle, reference handle, node), in locking order
         self.released = None        # the last unlocked: (impl handle, reference handle, node)
+        self.was_rejected = False   # the last call was rejected
 
     def sizes(self) -> tuple:
         return self.a.total, self.a.evictable, self.a.protected
@@ -188,6 +190,7 @@ class Run:
         self.released = (ha, hb, node)
 
     def rejected(self, call, error, word: str, where: str, what: str) -> None:
+        self.was_rejected = True
         before = self.sizes()
         try:
             call()
@@ -197,6 +200,19 @@ class Run:
             assert self.sizes() == before, f"{where}: a rejected call changed the sizes from {before} to {self.sizes()}"
             return
         raise AssertionError(f"{where}: {what or 'the bad call'} was accepted; expected {error.__name__}")
+
+    def probe(self, where: str) -> None:
+        """After a rejected call: evict everything evictable and check it against the model (and
+        the reference's list, in the exact test). The model's state key merges this sequence with
+        the one without the rejected call, so a change the call made must show now."""
+        freed = [int(s) for s in self.a.evict(10**9)]
+        problem = self.tree.evict_problem(10**9, freed, self.lru)
+        assert problem is None, f"{where}, then evict(10**9) freed {freed}: {problem}"
+        if self.b is not None:
+            want = list(self.b.evict(10**9))
+            assert freed == want, f"{where}, then evict(10**9) freed {freed}; the reference frees {want}"
+        assert self.sizes() == self.tree.sizes(), (f"{where}, then evict(10**9): sizes {self.sizes()}; "
+                                                   f"the model's {self.tree.sizes()}")
 
     def key(self) -> tuple:
         rel = self.released
@@ -232,8 +248,11 @@ def explore(impl, reference, config: str, max_depth: int) -> list[int]:
                 run = Run(impl, reference, config)
                 for prev in seq:
                     run.do(prev, "", check=False)
+                run.was_rejected = False
                 run.do(op, f"{config}: after {seq} then {op}", check=True)
                 key = run.key()
+                if run.was_rejected:
+                    run.probe(f"{config}: after {seq} then {op}")
                 if key not in seen:
                     seen.add(key)
                     nxt.append(seq + [op])
