@@ -11,7 +11,9 @@ Contract
 ``StopParams(max_tokens=None, min_tokens=0, eos_token_id=None, ignore_eos=False,
 stop_token_ids=(), stop=(), include_stop_str_in_output=False)`` -- each default is what an
 omitted argument means: no length limit, no minimum, no EOS token, no stop token ids, no stop
-strings, stop strings excluded from the output -- and
+strings, stop strings excluded from the output. ``StopParams`` is a frozen value: it holds ``stop``
+(one string given means a 1-tuple) and ``stop_token_ids`` as tuples, copies of the sequences
+given, so a caller changing its list afterwards changes nothing. The checker is
 ``StopChecker(params, vocab)``, where ``vocab`` maps token id -> ``bytes`` (a mapping, or a
 sequence indexed by id). ``checker.append(token_id) -> Step(emitted, finished, reason)``; the
 checker exposes ``text``, ``num_tokens``, ``finished``, ``finish_reason`` ("stop", "length" or

@@ -357,6 +357,8 @@ PARAMS_VALID = dict(max_tokens=4, min_tokens=1, eos_token_id=0, stop_token_ids=(
 PARAMS_BAD = [
     Bad("negative max_tokens", dict(max_tokens=-1), ValueError, ("max_tokens",)),
     Bad("zero max_tokens", dict(max_tokens=0), ValueError, ("max_tokens",)),
+    # min_tokens 0 too: otherwise the row is rejected for min_tokens > max_tokens whatever the check
+    Bad("zero max_tokens, min_tokens 0", dict(max_tokens=0, min_tokens=0), ValueError, ("max_tokens",)),
     Bad("float max_tokens", dict(max_tokens=2.0), TypeError, ("max_tokens",)),
     Bad("bool max_tokens", dict(max_tokens=True), TypeError, ("max_tokens",)),
     Bad("negative min_tokens", dict(min_tokens=-1), ValueError, ("min_tokens",)),
@@ -369,6 +371,7 @@ PARAMS_BAD = [
         ("include_stop_str_in_output",)),
     Bad("str in stop_token_ids", dict(stop_token_ids=(1, "x")), TypeError, ("stop_token_ids",)),
     Bad("negative stop token id", dict(stop_token_ids=(1, -2)), ValueError, ("stop_token_ids",)),
+    Bad("stop token id -1", dict(stop_token_ids=(1, -1)), ValueError, ("stop_token_ids",)),
     Bad("stop_token_ids a string", dict(stop_token_ids="12"), TypeError, ("stop_token_ids",)),
     Bad("empty stop string in a list", dict(stop=("ab", "")), ValueError, ("stop",)),
     Bad("empty stop string", dict(stop=""), ValueError, ("stop",)),
@@ -392,6 +395,27 @@ PARAMS_BAD = [
 def test_params_reject_bad_input(impl, bad):
     """StopParams: ValueError for an illegal value, TypeError for the wrong kind, naming the argument."""
     assert_rejects(impl.get("StopParams"), PARAMS_VALID, bad)
+
+
+def test_params_hold_copies_as_tuples(impl):
+    """StopParams is a value (contract): ``stop`` and ``stop_token_ids`` are held as tuples,
+    copies of the sequences given, so a caller who changes its lists afterwards changes neither
+    the params nor a checker built from them. Scratch bug: keeping the caller's list (the
+    normalisation of ``stop_token_ids`` dropped) -- a later ``ids.append(0)`` makes token 0 stop."""
+    P, C = impl.get("StopParams"), impl.get("StopChecker")
+    ids, stops = [1], ["ab"]
+    params = P(stop_token_ids=ids, stop=stops)
+    assert (params.stop_token_ids, params.stop) == ((1,), ("ab",)) and type(params.stop_token_ids) is tuple \
+        and type(params.stop) is tuple, (
+        f"StopParams(stop_token_ids=[1], stop=['ab']) holds {params.stop_token_ids!r}, {params.stop!r}: want tuples")
+    checker = C(params, [b"a", b"<s>", b"c"])
+    ids.append(0)
+    stops.append("c")
+    assert (params.stop_token_ids, params.stop) == ((1,), ("ab",)), (
+        f"changing the lists given changed the params: {params.stop_token_ids!r}, {params.stop!r}")
+    assert [tuple(checker.append(t)) for t in (0, 2)] == [("", False, None), ("ac", False, None)], (
+        "a checker stopped on a token id / stop string added to the caller's lists after StopParams was built")
+    assert tuple(checker.append(1)) == ("", True, "stop") and checker.stop_reason == 1
 
 
 CHECKER_VALID = dict(vocab=[b"a", b"b", b"<e>"], eos_token_id=2, stop_token_ids=(1,), stop=("ab",))
