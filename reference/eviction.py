@@ -43,6 +43,11 @@ takes the next number, starting at 0). ``order`` is unique, so priorities never 
     requests (which LRU would let push it out) without keeping a once-popular, now-stale entry
     forever (which LFU does).
 
+The law is the order the priorities induce (which key ``victim`` names, how keys sort by
+``priority``, no two equal); the tuples themselves as written above (the values of ``order``,
+counting touch/copy calls from 0; ``hits - 1`` in the hybrid) are a choice, checked only at
+token-exact (``test_priority_values_small_scope``).
+
 Bad input, checked before anything changes: a ``now`` that is not an int (``TypeError``; a bool
 is not an int) or is negative or earlier than a time already given (``ValueError``), naming
 ``now``; an unhashable ``key``, ``src`` or ``dst`` (``TypeError`` naming that argument);

@@ -20,6 +20,10 @@ Serving one request (``replay`` and ``simulate`` do exactly this, nothing else t
 
 A request *hits* when at least one token is served from cache (``hit >= 1``).
 
+Every result is law here: the cache's eviction order, a choice of concept ``radix``, is fixed for
+this concept to the reference cache's (LRU over its logical clock), so the hits under a bounded
+capacity are determined; a ``cache`` passed in is used as given.
+
 ``replay(trace, *, block_size=1, capacity=None, cache=None) -> list[int]``
     the hit of every request, served in trace order.
 ``hit_rates(trace, hits) -> dict``

@@ -82,6 +82,19 @@ unlock; here an unlock must release a lock taken on that node. SGLang's ``insert
 values and returns the prefix length as here; ``evict`` there calls a callback with each node's
 slots instead of returning them.
 
+The law, and the choices it leaves open. Any correct cache gives the same ``match_prefix``
+lengths and slots, the same ``insert`` returns, the same sizes, the same node boundaries, accepts
+and rejects the same ``lock``/``unlock`` calls, and ``evict`` frees whole unprotected leaves,
+children before parents, stopping as soon as ``n_tokens`` are freed (or none is left); under LRU
+it never frees a node while a candidate leaf that was not used since before that node's last use
+remains -- a node's last use lying between the last walk that passed it whole and the last walk
+that touched it at all. Choices the law leaves open (checked only at token-exact, the tests marked
+``choice``): the logical clock (one tick per accepted ``match_prefix``/``insert``, none for a
+rejected call; mini-sglang stamps with ``time.monotonic_ns``); the upper half of a split is
+touched with the walk's path (mini-sglang keeps the old node's stamp for it) and starts with a copy
+of the node's policy record (SGLang: a fresh one); ties broken by the policy's ``order`` (the call
+order of touches), hence the exact list ``evict`` returns.
+
 Bad input, checked before anything changes (so a rejected call changes nothing, not even the
 clock): ``tokens``/``slots`` not a list or tuple, or holding a non-int (``TypeError``), a value out
 of range or ``len(slots) != len(tokens)`` (``ValueError``) -- every element is checked, those of
