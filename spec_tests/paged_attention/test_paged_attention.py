@@ -15,6 +15,7 @@ contexts (up to 32k) run natively on a GPU (``gpu``).
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -84,6 +85,9 @@ def _check(impl, case: PagedCase, device, *, rewrite=None):
 # scale 0 (every visible key weighs the same: the mean of the values)
 @example(case=PagedCase((32, 5), 0, 4, 2, 16, 8, None, "float32", 6, spare_cols=0, scale=0.0)).via(
     "mutant:full_table_rejected mutant:scale_zero_as_default")
+# GQA 6:3 with head_dim 20: not a power of two, and not a multiple of kv_heads (a check that
+# reads q's heads from the head_dim dimension rejects this legal case)
+@example(case=PagedCase((9, 30), 0, 6, 3, 20, 4, None, "float16", 7)).via("mechanical: q_heads read from q.shape[-1]")
 @settings(max_examples=_scaled(10))
 @given(case=paged_cases())
 def test_decode_matches_contiguous_oracle(impl, device, case):
@@ -155,12 +159,31 @@ def _set(t: torch.Tensor, index, value) -> torch.Tensor:
     return t
 
 
+def _huge_sequence_bad_last_block(kw: dict) -> dict:
+    """Sequence 0 holds 8192 x 4096 + 1 tokens in blocks of 8192 (every column of its table points
+    at the one block of a tiny cache), so its 4097th table column is used, by exactly one token,
+    and holds -1. ceil(n / block_size) is 4097 in integers, but n / block_size = 4096 + 2^-13
+    rounds to 4096 in float32 (a used-column mask computed in float32 misses that column).
+    window 0, so an implementation that misses it reads one key, not 33 M."""
+    block_size, width = 8192, 4097
+    k_cache = torch.zeros((1, block_size) + tuple(kw["k_cache"].shape[2:]), dtype=kw["k_cache"].dtype)
+    table = torch.zeros((2, width), dtype=kw["block_tables"].dtype)
+    table[0, width - 1] = -1
+    seq_lens = torch.tensor([block_size * (width - 1) + 1, 1], dtype=kw["seq_lens"].dtype)
+    return {**kw, "k_cache": k_cache, "v_cache": k_cache.clone(), "block_tables": table, "seq_lens": seq_lens,
+            "window": 0}
+
+
 BAD = [
     Bad("q not a tensor", _with(q=lambda kw: kw["q"].tolist()), TypeError, ("q",)),
     Bad("q rank 2", _with(q=lambda kw: kw["q"][:, 0]), ValueError, ("q",)),
     Bad("q rank 5", _with(q=lambda kw: kw["q"][:, None, None]), ValueError, ("q",)),
     Bad("integer q", _with(q=lambda kw: kw["q"].long()), TypeError, ("q",)),
     Bad("k_cache rank 3", _with(k_cache=lambda kw: kw["k_cache"][0]), ValueError, ("k_cache",)),
+    # both rank 3 (then the shapes agree, and only the rank check names k_cache)
+    Bad("caches rank 3", _with(k_cache=lambda kw: kw["k_cache"][0], v_cache=lambda kw: kw["v_cache"][0]),
+        ValueError, ("k_cache",)),
+    Bad("k_cache not a tensor", _with(k_cache=lambda kw: kw["k_cache"].tolist()), TypeError, ("k_cache",)),
     Bad("caches float32, q float16", _with(k_cache=lambda kw: kw["k_cache"].float(),
                                            v_cache=lambda kw: kw["v_cache"].float()), TypeError, ("k_cache",)),
     Bad("v_cache dtype differs", _with(v_cache=lambda kw: kw["v_cache"].float()), TypeError, ("v_cache",)),
@@ -182,6 +205,8 @@ BAD = [
         ValueError, ("block_tables",)),
     Bad("negative block id", _with(block_tables=lambda kw: _set(kw["block_tables"], (0, 1), -1)), ValueError,
         ("block_tables",)),
+    Bad("negative block id of a 33,554,433-token sequence", _huge_sequence_bad_last_block, ValueError,
+        ("block_tables",)),
     Bad("negative window", dict(window=-1), ValueError, ("window",)),
     Bad("float window", dict(window=2.5), TypeError, ("window",)),
     Bad("bool window", dict(window=True), TypeError, ("window",)),
@@ -196,6 +221,36 @@ def test_rejects_bad_input(impl, bad):
     argument (the table's too-short row names block_tables and seq_lens), before anything is
     computed and without modifying an argument. A used block id must lie in [0, num_blocks)."""
     assert_rejects(impl.get("paged_attention"), _valid, bad)
+
+
+# Another device, reachable on a CPU-only machine: "meta" tensors (shapes, no data). Not in the
+# BAD table: its no-change check reads every argument's data, which a meta tensor has none of.
+ANOTHER_DEVICE = [
+    Bad("caches on another device", _with(k_cache=lambda kw: kw["k_cache"].to("meta"),
+                                          v_cache=lambda kw: kw["v_cache"].to("meta")), ValueError, ("k_cache",)),
+    Bad("v_cache on another device", _with(v_cache=lambda kw: kw["v_cache"].to("meta")), ValueError, ("v_cache",)),
+    Bad("block_tables on another device", _with(block_tables=lambda kw: kw["block_tables"].to("meta")),
+        ValueError, ("block_tables",)),
+    Bad("seq_lens on another device", _with(seq_lens=lambda kw: kw["seq_lens"].to("meta")), ValueError,
+        ("seq_lens",)),
+]
+
+
+@bad_cases(ANOTHER_DEVICE)
+def test_rejects_arguments_on_another_device(impl, bad):
+    """A cache, block table or seq_lens on another device than q raises ValueError naming it (the
+    module doc), before anything is read: here the other device is "meta", whose tensors hold no
+    data, so an implementation that does not check reaches a copy or a kernel that fails otherwise."""
+    kwargs = bad.apply(_valid())
+    try:
+        impl.get("paged_attention")(**kwargs)
+    except bad.error as exc:
+        assert all(re.search(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_])", str(exc)) for w in bad.words), (
+            f"bad input {bad.id!r}: the ValueError should name {bad.words}; it says: {exc}")
+    except Exception as exc:
+        raise AssertionError(f"bad input {bad.id!r}: expected ValueError, got {type(exc).__name__}: {exc}") from exc
+    else:
+        raise AssertionError(f"bad input {bad.id!r} was accepted; expected ValueError")
 
 
 def test_unused_table_entries_are_ignored(impl, device):
