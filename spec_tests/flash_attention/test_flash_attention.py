@@ -361,6 +361,9 @@ VARLEN_BAD = [
     Bad("cu_seqlens_q 2-d", _with(cu_seqlens_q=lambda kw: kw["cu_seqlens_q"][None]), ValueError,
         ("cu_seqlens_q",)),
     Bad("sequence counts differ", _with(cu_seqlens_k=_cu(0, 7)), ValueError, ("cu_seqlens_k",)),
+    # no sequence at all: a batch is >= 1 sequence (two entries), even over empty tensors
+    Bad("cu_seqlens of one entry", _with(q=lambda kw: kw["q"][:0], k=lambda kw: kw["k"][:0], v=lambda kw: kw["v"][:0],
+                                         cu_seqlens_q=_cu(0), cu_seqlens_k=_cu(0)), ValueError, ("cu_seqlens_q",)),
     Bad("negative window", dict(window=-1), ValueError, ("window",)),
     Bad("bool window", dict(window=False), TypeError, ("window",)),
     Bad("inf scale", dict(scale=math.inf), ValueError, ("scale",)),
