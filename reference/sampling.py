@@ -49,13 +49,16 @@ threshold v per row: a tie is never split. Boundary decisions are made in the co
 Penalties follow vLLM and the OpenAI API: the repetition penalty (HF/CTRL style: divide positive
 logits, multiply the others) applies to every token seen in the prompt OR the output; the
 frequency and presence penalties count only OUTPUT tokens. The caller passes the tokens seen so
-far per row: ``prompt_tokens`` / ``output_tokens`` are None or a sequence of ``batch`` token-id
-sequences (lists or 1-D integer tensors, ragged allowed).
+far per row: ``prompt_tokens`` / ``output_tokens`` are None, a sequence of ``batch`` token-id
+sequences (lists or 1-D integer tensors, ragged allowed), or one 2-D INTEGER tensor (batch, L) (a
+float, bool or 3-D tensor is a TypeError); every id in [0, vocab).
 
 Sampling is inverse-CDF in token-id order: with u in [0, 1) per row (drawn as float64 from
 ``generator``, or given as ``uniforms``) the token is the smallest t with
 C_t > u * C_{vocab-1}, where C = cumsum(probs) in token-id order (the last token with positive
-probability if rounding leaves none). The same u always gives the same token, so ``uniforms``
+probability if rounding leaves none: u = 1 - 2^-40 rounds to 1.0 in float32, and a float32 C may
+end below it). So u = 0 (legal) draws the first token with positive probability, and no u ever
+draws a token of probability 0. The same u always gives the same token, so ``uniforms``
 makes any sampler testable exactly. The generator is consumed exactly as :func:`draw_uniforms`
 does, once per call after validation: ``torch.rand(batch, generator=generator,
 dtype=torch.float64, device=logits.device)`` (greedy rows included; nothing else is drawn).
@@ -66,7 +69,8 @@ state>)``, and g ends in the state that draw leaves it in: float32 uniforms or
 Errors: malformed arguments raise TypeError/ValueError naming the argument (``top_p``,
 ``temperature``, ``logits``, ...); a bad value in a per-row parameter also names its row
 (``row r``), a bad per-row bias or token sequence its index (``logit_bias[r]``,
-``prompt_tokens[r]``, ``output_tokens[r]``), and logits with no vocabulary (vocab 0) say
+``prompt_tokens[r]``, ``output_tokens[r]``; the FIRST offending row, also for a 2-D token tensor
+whose rows are checked at once), and logits with no vocabulary (vocab 0) say
 ``vocab``. NaN logits ("logits contain NaN (row r)"), +inf logits or a penalty or bias that
 overflows to +inf ("logits row r ... +inf"), and a row with every token masked, all -inf after
 bias and penalties ("logits row r: every token is masked"), raise ValueError naming the row.
@@ -92,6 +96,9 @@ Rowwise = Any  # a Python number, a sequence of batch numbers, or a 0-d / 1-d te
 class SamplingParams:
     """Per-request sampling parameters. Every field is one value for all rows or one per row
     (a sequence or 1-D tensor of length batch). Defaults disable every stage (plain softmax).
+
+    ``top_k`` is an int (a bool is not); as a tensor it has an integer dtype, even when it holds no
+    value (batch 0: ``torch.tensor([])`` is float32 and rejected).
 
     logit_bias: None, a ``{token_id: bias}`` dict for every row, a sequence of ``batch`` such
     dicts (or None), or a dense float tensor of shape (vocab,) or (batch, vocab). Biases are

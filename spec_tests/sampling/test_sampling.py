@@ -393,6 +393,31 @@ def test_sample_with_uniforms_induces_probs_exactly(impl, device, case):
     assert torch.equal(tokens, again), "sample with the same uniforms is not deterministic"
 
 
+@pytest.mark.parametrize("vocab", [5, 1024])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sample_uniforms_at_the_ends(impl, device, dtype, vocab):
+    """The two ends of [0, 1): u = 0 is a legal uniform and draws the FIRST token with positive
+    probability (token 0 is banned in row 0), and u = 1 - 2^-40 draws the LAST one (every token
+    after 2 is banned in row 1; 1 - 2^-40 rounds to 1.0 in float32 and the float32 cumulative sum
+    of that row's probabilities ends at 1 - 2^-23, below it, so a search that finds no crossing
+    must still return the last positive token, never a token of probability 0 nor an index past
+    the vocab). Both rows: the smallest t with C_t > u * C_total in exact arithmetic. Vocab 1024
+    also takes the optimized sampler's two-level search (chunks of 256, three of them empty)."""
+    from reference.sampling import SamplingParams
+    x = torch.zeros(2, vocab, dtype=dtype, device=device)
+    x[:, 0], x[:, 2] = 2.0, 1.0
+    bias = torch.zeros(2, vocab, dtype=dtype, device=device)
+    bias[0, 0], bias[1, 3:] = -math.inf, -math.inf
+    params = SamplingParams(logit_bias=bias)
+    u = torch.tensor([0.0, 1.0 - 2.0 ** -40], dtype=torch.float64, device=device)
+    tokens = impl.get("sample")(x, params, None, uniforms=u).cpu()
+    assert tokens.dtype == torch.int64 and tokens.shape == (2,), f"tokens {tokens.dtype} {tuple(tokens.shape)}"
+    assert tokens.tolist() == [1, 2], (
+        f"u = 0 must draw the first token with positive probability (1) and u = 1 - 2^-40 the last (2); "
+        f"got {tokens.tolist()} (probabilities of the first tokens "
+        f"{[[round(v, 4) for v in r[:6]] for r in impl.get('sampling_probs')(x, params).tolist()]})")
+
+
 CHI_CASES = {
     "temperature, top-k, top-p": SamplingCase(1, 14, "float32", 11, scale=1.5, temperature=(0.8,),
                                               top_k=(9,), top_p=(0.9,)),
@@ -678,6 +703,25 @@ BAD = [
     Bad("output bool tensor", dict(output_tokens=[torch.tensor([True]), torch.tensor([False])]), TypeError,
         ("output_tokens[0]",)),
     Bad("output token = vocab", dict(output_tokens=[[], [6]]), ValueError, ("output_tokens[1]",)),
+    # one bad id among valid ones (a check of only the min or only the max passes these), in both
+    # forms of the seen tokens; the message names the first row holding a bad id
+    Bad("output negative id among valid ones", dict(output_tokens=[[1], [2, -1]]), ValueError, ("output_tokens[1]",)),
+    Bad("output id = vocab among valid ones", dict(output_tokens=[[1], [6, 0]]), ValueError, ("output_tokens[1]",)),
+    Bad("prompt 2-D tensor negative id among valid ones", dict(prompt_tokens=torch.tensor([[0, 1], [2, -1]])),
+        ValueError, ("prompt_tokens[1]",)),
+    Bad("prompt 2-D tensor id = vocab among valid ones", dict(prompt_tokens=torch.tensor([[0, 1], [6, 2]])),
+        ValueError, ("prompt_tokens[1]",)),
+    Bad("prompt 2-D tensor, bad ids in both rows", dict(prompt_tokens=torch.tensor([[6, 0], [-1, 2]])),
+        ValueError, ("prompt_tokens[0]",)),
+    # only a 2-D INTEGER tensor is a batch of token rows
+    Bad("prompt 2-D float tensor", dict(prompt_tokens=torch.zeros(2, 1)), TypeError, ("prompt_tokens",)),
+    Bad("prompt 2-D bool tensor", dict(prompt_tokens=torch.zeros(2, 1, dtype=torch.bool)), TypeError,
+        ("prompt_tokens",)),
+    Bad("prompt 3-D tensor", dict(prompt_tokens=torch.zeros(2, 1, 1, dtype=torch.int64)), TypeError,
+        ("prompt_tokens",)),
+    # the integer check of a per-row tensor holds with no value to look at (batch 0)
+    Bad("top_k empty float tensor, batch 0", lambda kw: {**kw, "logits": kw["logits"][:0].clone(),
+                                                         **_params(top_k=torch.zeros(0))}, TypeError, ("top_k",)),
 ]
 
 
