@@ -33,7 +33,12 @@ Initialisation is seeded and deterministic: every parameter is drawn in float32 
 ``torch.Generator(seed)`` in ``state_dict`` order, then cast to ``config.dtype`` (so the float64
 and bfloat16 models of one seed hold the same float32 weights, rounded). The global RNG is never
 touched. Scales keep activations O(1): embeddings N(0, 1), projections N(0, 1/fan_in), norm
-weights 1 + N(0, 0.1^2) (not all-ones, so a forgotten norm weight shows).
+weights 1 + N(0, 0.1^2) (not all-ones, so a forgotten norm weight shows). These weights of a
+seed are the reference's choice, not the law: the spec's numerical tests load the reference's
+weights into an implementation by their names, and hold ``Transformer(config, seed)`` to exactly
+these weights only at token-exact (an implementation declaring ``TOKEN_EXACT = True``). The law
+is that a seed gives the same weights every time, another seed other weights, the global RNG
+untouched.
 """
 from __future__ import annotations
 
