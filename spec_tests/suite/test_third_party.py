@@ -70,6 +70,8 @@ def test_third_party_passes(request, tmp_path, cid, adapter):
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=3500, env=env)
     assert out.exists(), f"no report (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     cell = json.loads(out.read_text())["concepts"].get(cid, {}).get("third_party")
-    assert cell is not None and cell["status"] == "passed" and proc.returncode == 0, (
+    # "partial": the engine lacks some of the contract's names (each adapter's docstring says
+    # which); what it has must pass the law
+    assert cell is not None and cell["status"] in ("passed", "partial") and proc.returncode == 0, (
         f"spec_tests/{cid}/{adapter} must pass the law of the {cid} spec; "
         f"{json.dumps(cell, indent=1)}\n{proc.stdout[-3000:]}")
