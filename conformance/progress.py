@@ -73,7 +73,10 @@ class ProgressPlugin:
         concept = concept_of_nodeid(report.nodeid)
         finished = report.when == "call" or (report.when == "setup" and report.outcome != "passed")
         if finished:
-            self.outcomes["error" if report.when == "setup" and report.failed else report.outcome] += 1
+            if str(getattr(report, "wasxfail", "")).startswith("token-exact"):
+                self.outcomes["token-exact ✗"] += 1   # a choice test, told (conformance/plugin.py)
+            else:
+                self.outcomes["error" if report.when == "setup" and report.failed else report.outcome] += 1
         elif report.when == "teardown" and report.failed:
             self.outcomes["error"] += 1
         if concept is None or concept not in self.tasks or not finished:
@@ -91,5 +94,6 @@ class ProgressPlugin:
             self.progress.stop()
 
     def summary(self) -> str:
-        parts = [f"{self.outcomes[k]} {k}" for k in ("passed", "failed", "error", "skipped") if self.outcomes[k]]
+        parts = [f"{self.outcomes[k]} {k}" for k in ("passed", "failed", "error", "token-exact ✗", "skipped")
+                 if self.outcomes[k]]
         return ", ".join(parts or ["no tests ran"]) + f" in {time.monotonic() - self.started:.1f} s"
