@@ -52,6 +52,11 @@ freed sequence's blocks come back in the same order to the next allocation. With
 blocks are taken in table order, a copy-on-write block before any new block. (optimized/paged.py
 takes the same blocks; spec_tests/bundled/test_paged_internals.py pins that for the two.)
 
+Choices the law leaves open (checked only at token-exact): none. The one choice here -- which
+free block a call takes, and so the free list's order -- is left open by the law itself: every
+test compares block ids up to a consistent renaming, so no test of this concept is
+choice-marked. Only spec_tests/bundled/ pins the bundled allocators' LIFO ids.
+
 Bad input and exhaustion. Every check runs before any state changes, so a call that raises
 leaves the allocator exactly as it was:
 
