@@ -54,10 +54,20 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def _is_main_block(node) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+            and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+            and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in node.test.comparators))
+
+
 def imports(name: str, path: Path, known: dict) -> set[str]:
-    """The repository's modules that ``name`` imports, anywhere in its text."""
+    """The repository's modules that ``name`` imports, anywhere in its text except its
+    ``if __name__ == "__main__":`` block (a script's entry runs on top of everything; importing
+    the module never runs it)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    tree.body = [n for n in tree.body if not _is_main_block(n)]
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
