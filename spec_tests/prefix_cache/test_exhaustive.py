@@ -36,8 +36,7 @@ made (replays and observations included), on the reference; measured with
                                      (478 states, 5,918 / 29,602)     (4,086 states, 79,876 / 405,172)
 
 In-process (the bundled implementations) the default run takes 1-2 s for the three (a loaded
-2-core machine); an
-isolated submission pays about 0.2 ms per call on a 2-core machine, about 25 s.
+2-core machine); an isolated submission pays about 0.2 ms per call there, about 25 s.
 
 The law-level test runs the default depth (a few seconds for an in-process implementation);
 ``thorough`` goes deeper and adds the extra key. ``test_exhaustive_reference_choices`` repeats the
