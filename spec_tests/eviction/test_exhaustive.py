@@ -64,6 +64,8 @@ class Oracle:
         """The error ``op`` must raise in this state, or None."""
         tracked = self.tracked()
         if op[0] == "copy":
+            if op[1] not in tracked and op[2] in tracked:
+                return (KeyError, ValueError)   # both apply: the contract orders neither first
             if op[1] not in tracked:
                 return KeyError
             if op[2] in tracked:
@@ -152,24 +154,24 @@ def explore(impl, kind: str, weight: int, max_depth: int, exact: bool) -> list[i
                 except ERRORS as exc:
                     assert error is not None, f"{where}: raised {type(exc).__name__}: {exc}; the call is valid"
                     assert isinstance(exc, error), (f"{where}: raised {type(exc).__name__}: {exc}; "
-                                                    f"expected {error.__name__}")
+                                                    f"expected {error}")
                 else:
-                    assert error is None, f"{where}: accepted; expected {error.__name__}"
+                    assert error is None, f"{where}: accepted; expected {error}"
                     oracle.apply(op)
                 observe(policy, oracle, kind, weight, where, exact)
-                if error is not None:
+                key = oracle.state() if error is None else None
+                if key is not None and key not in seen:
+                    seen.add(key)
+                    nxt.append(seq + [op])
+                if error is not None or exact:
                     # the state key merges this sequence with the one without the rejected call,
-                    # so a change it made must show now: touch every key, then look again
+                    # so a change it made must show now: touch every key, then look again (in the
+                    # exact test after every step: the key merges sequences whose call counts differ)
                     for k in oracle.tracked():
                         op2 = ("touch", k, 1)
                         call(policy, oracle, op2)
                         oracle.apply(op2)
                     observe(policy, oracle, kind, weight, where + ", then a touch of every key", exact)
-                if error is None:
-                    key = oracle.state()
-                    if key not in seen:
-                        seen.add(key)
-                        nxt.append(seq + [op])
         counts.append(len(nxt))
         frontier = nxt
     return counts
