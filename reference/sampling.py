@@ -74,6 +74,8 @@ whose rows are checked at once), and logits with no vocabulary (vocab 0) say
 ``vocab``. NaN logits ("logits contain NaN (row r)"), +inf logits or a penalty or bias that
 overflows to +inf ("logits row r ... +inf"), and a row with every token masked, all -inf after
 bias and penalties ("logits row r: every token is masked"), raise ValueError naming the row.
+When several logits rows are bad, which of them the error names is left open (a +inf logit that a
+-inf bias bans is NaN after the bias, and may be reported as NaN).
 Nothing is modified in place and no random number is drawn before validation passes.
 """
 from __future__ import annotations
