@@ -332,3 +332,22 @@ def test_lookup_rejects_bad_input(impl, bad):
     """lookup(tokens, extra_key): the same checks as allocate."""
     c = _cache(impl)
     assert_rejects(c.lookup, dict(tokens=[1, 2, 3], extra_key=None), bad, state=lambda: _state(c))
+
+
+BLOCK_BAD = [
+    Bad("block == num_blocks", dict(block=6), ValueError, ("block",)),
+    Bad("block past num_blocks", dict(block=60), ValueError, ("block",)),
+    Bad("negative block", dict(block=-1), ValueError, ("block",)),
+    Bad("float block", dict(block=1.0), TypeError, ("block",)),
+    Bad("bool block", dict(block=True), TypeError, ("block",)),
+]
+
+
+@bad_cases(BLOCK_BAD)
+@pytest.mark.parametrize("method", ["ref_count", "is_cached"])
+def test_block_queries_reject_bad_input(impl, method, bad):
+    """ref_count(block) and is_cached(block) on a pool of 6 blocks: block an int in [0, 6); a block
+    id past the pool is a ValueError naming ``block`` (never an IndexError, nor a silent "not
+    cached" / 0), and the query changes nothing."""
+    c = _cache(impl)
+    assert_rejects(getattr(c, method), dict(block=0), bad, state=lambda: _state(c))
