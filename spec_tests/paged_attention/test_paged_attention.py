@@ -188,6 +188,8 @@ BAD = [
                                            v_cache=lambda kw: kw["v_cache"].float()), TypeError, ("k_cache",)),
     Bad("v_cache dtype differs", _with(v_cache=lambda kw: kw["v_cache"].float()), TypeError, ("v_cache",)),
     Bad("v_cache shape differs", _with(v_cache=lambda kw: kw["v_cache"][:-1]), ValueError, ("v_cache",)),
+    Bad("zero block_size", _with(k_cache=lambda kw: kw["k_cache"][:, :0], v_cache=lambda kw: kw["v_cache"][:, :0]),
+        ValueError, ("k_cache",)),
     Bad("heads not a multiple", _with(q=lambda kw: kw["q"][:, :3]), ValueError, ("heads",)),
     Bad("head_dim differs", _with(q=lambda kw: kw["q"][..., :8]), ValueError, ("head_dim",)),
     Bad("float block_tables", _with(block_tables=lambda kw: kw["block_tables"].float()), TypeError, ("block_tables",)),
