@@ -10,6 +10,7 @@ consumed as one ``torch.rand(batch, γ + 1, float64)``) and are enforced at toke
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, NamedTuple
 
 import pytest
@@ -509,6 +510,9 @@ BAD = [
     Bad("draft_lens bool", dict(draft_lens=[True, 1]), TypeError, ("draft_lens",)),
     Bad("draft_lens float tensor", dict(draft_lens=torch.tensor([2.0, 1.0])), TypeError, ("draft_lens",)),
     Bad("draft_lens an int", dict(draft_lens=2), TypeError, ("draft_lens",)),
+    Bad("draft_lens tensor > γ", dict(draft_lens=torch.tensor([2, 3])), ValueError, ("draft_lens",)),
+    Bad("draft_lens (batch, 1) tensor", dict(draft_lens=torch.tensor([[2], [1]])), ValueError, ("draft_lens",)),
+    Bad("greedy (batch, 1) tensor", dict(greedy=torch.tensor([[True], [False]])), ValueError, ("greedy",)),
     Bad("greedy an int", dict(greedy=1), TypeError, ("greedy",)),
     Bad("greedy one per row", dict(greedy=[True, False, True]), ValueError, ("greedy",)),
     Bad("greedy int tensor", dict(greedy=torch.tensor([1, 0])), TypeError, ("greedy",)),
@@ -537,6 +541,34 @@ BAD_RANDOMNESS = [
     Bad("uniforms int", _uniforms([[0, 0, 0], [0, 0, 0]]), TypeError, ("uniforms",)),
     Bad("uniforms a list", dict(uniforms=[[0.1, 0.2, 0.3], [0.1, 0.2, 0.3]]), TypeError, ("uniforms",)),
 ]
+
+
+# Another device, reachable on a CPU-only machine: "meta" tensors (shapes, no data). Not in the
+# BAD table: its no-change check reads every argument's data, which a meta tensor has none of
+# (as in spec_tests/paged_attention: the rows are "moved", not "bad").
+ANOTHER_DEVICE = [
+    Bad("draft_tokens on another device", _with("draft_tokens", lambda t: t.to("meta")), ValueError,
+        ("draft_tokens",)),
+    Bad("draft_probs on another device", _with("draft_probs", lambda t: t.to("meta")), ValueError,
+        ("draft_probs",)),
+]
+
+
+@pytest.mark.parametrize("moved", ANOTHER_DEVICE, ids=[b.id for b in ANOTHER_DEVICE])
+def test_rejects_arguments_on_another_device(impl, device, moved):
+    """draft_tokens or draft_probs on another device than target_probs raises ValueError naming
+    it (the module doc), before anything is read: the other device is "meta", whose tensors hold
+    no data, so an implementation that does not check fails otherwise (or reads nothing)."""
+    kwargs = moved.apply(_valid(device, torch.Generator(device=device).manual_seed(7)))
+    try:
+        impl.get("verify")(**kwargs)
+    except moved.error as exc:
+        assert all(re.search(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_])", str(exc)) for w in moved.words), (
+            f"input {moved.id!r}: the ValueError should name {moved.words}; it says: {exc}")
+    except Exception as exc:
+        raise AssertionError(f"input {moved.id!r}: expected ValueError, got {type(exc).__name__}: {exc}") from exc
+    else:
+        raise AssertionError(f"input {moved.id!r} was accepted; expected ValueError")
 
 
 @bad_cases(BAD_RANDOMNESS)
