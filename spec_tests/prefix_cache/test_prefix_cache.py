@@ -35,6 +35,18 @@ def test_hash_chains_the_parent(impl):
     assert c.lookup([0, 3, 4, 5]) == []                   # unaligned: (3, 4) is not a block here
 
 
+def test_tokens_past_64_bits_are_exact(impl):
+    """Token ids are any ints >= 0, past 2**64 too: a block is keyed by its exact ids, never by
+    their low 64 bits (2**64 + 1 is not 1), and a huge-id prefix hits like any other."""
+    c = make(impl, 16, 2)
+    big = 2**64
+    table = cached(c, "a", [big + 1, 2, 3, 2**70, 5])
+    assert c.lookup([big + 1, 2, 3, 2**70, 5]) == table[:2]
+    assert c.lookup([1, 2, 3, 0, 5]) == []                # the ids' low 64 bits
+    assert c.lookup([big + 1, 2, 3, 0, 5]) == table[:1]
+    assert c.allocate("b", [big + 1, 2, 9]) == 2 and c.block_table("b")[0] == table[0]
+
+
 def test_extra_key_isolates(impl):
     """The extra key (adapter id, cache salt) is part of the first block's hash, hence of every
     block's: a prompt cached under one key never hits under another, nor under None."""
