@@ -355,13 +355,11 @@ BLOCK_BAD = [
 ]
 
 
-# Parametrized as "case", not "bad": the generated bad-input table of docs/prefix_cache.md needs
-# the call named in conformance/docs.py CALLS (the lead's), not yet there for this test.
-@pytest.mark.parametrize("case", BLOCK_BAD, ids=[b.id for b in BLOCK_BAD])
+@pytest.mark.parametrize("bad", BLOCK_BAD, ids=[b.id for b in BLOCK_BAD])
 @pytest.mark.parametrize("method", ["ref_count", "is_cached"])
-def test_block_queries_reject_bad_input(impl, method, case):
+def test_block_queries_reject_bad_input(impl, method, bad):
     """ref_count(block) and is_cached(block) on a pool of 6 blocks: block an int in [0, 6); a block
     id past the pool is a ValueError naming ``block`` (never an IndexError, nor a silent "not
     cached" / 0), and the query changes nothing."""
     c = _cache(impl)
-    assert_rejects(getattr(c, method), dict(block=0), case, state=lambda: _state(c))
+    assert_rejects(getattr(c, method), dict(block=0), bad, state=lambda: _state(c))
