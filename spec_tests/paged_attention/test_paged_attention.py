@@ -87,7 +87,8 @@ def _check(impl, case: PagedCase, device, *, rewrite=None):
     "mutant:full_table_rejected mutant:scale_zero_as_default")
 # GQA 6:3 with head_dim 20: not a power of two, and not a multiple of kv_heads (a check that
 # reads q's heads from the head_dim dimension rejects this legal case)
-@example(case=PagedCase((9, 30), 0, 6, 3, 20, 4, None, "float16", 7)).via("mechanical: q_heads read from q.shape[-1]")
+@example(case=PagedCase((9, 30), 0, 6, 3, 20, 4, None, "float16", 7)).via(
+    "boundary: GQA 6:3 with head_dim 20 is legal (a mechanical variant reading q_heads from q.shape[-1] rejects it)")
 @settings(max_examples=_scaled(10))
 @given(case=paged_cases())
 def test_decode_matches_contiguous_oracle(impl, device, case):
