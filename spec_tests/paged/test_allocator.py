@@ -150,6 +150,7 @@ BAD = [
     Bad("allocate None seq", dict(op="allocate", args=(None, 0)), TypeError, ("seq",)),
     Bad("append to an unknown seq", dict(op="append", args=("nobody", 1)), KeyError, ("nobody",)),
     Bad("append to a freed seq", dict(op="append", args=("gone", 1)), KeyError, ("gone",)),
+    Bad("append nothing to an unknown seq", dict(op="append", args=("nobody", 0)), KeyError, ("nobody",)),
     Bad("append out of blocks", dict(op="append", args=("gamma", 4)), ValueError, ("out of blocks", "gamma")),
     Bad("copy-on-write out of blocks", dict(op="append", args=("alpha", 1)), ValueError, ("out of blocks", "alpha")),
     Bad("append negative n", dict(op="append", args=("alpha", -1)), ValueError, ("n",)),
