@@ -193,6 +193,8 @@ def test_tree_logits_fill_max_seq_len(impl, reference, context_len, paths):
 BUILD_BAD = [
     Bad("root negative", dict(root=-1), ValueError, ("root",)),
     Bad("root float", dict(root=1.0), TypeError, ("root",)),
+    Bad("root a float tensor", dict(root=torch.tensor(1.0)), TypeError, ("root",)),
+    Bad("root a bool tensor", dict(root=torch.tensor(True)), TypeError, ("root",)),
     Bad("paths a string", dict(paths="12"), TypeError, ("paths",)),
     Bad("paths an int", dict(paths=3), TypeError, ("paths",)),
     Bad("empty path", dict(paths=[[1], []]), ValueError, ("paths",)),
@@ -231,6 +233,7 @@ def _uniform(path):
 
 TOPK_BAD = [
     Bad("k zero", dict(k=0), ValueError, ("k",)),
+    Bad("root a float tensor", dict(root=torch.tensor(0.0)), TypeError, ("root",)),
     Bad("k past vocab", dict(k=5), ValueError, ("k",)),
     Bad("k float", dict(k=2.0), TypeError, ("k",)),
     Bad("depth negative", dict(depth=-1), ValueError, ("depth",)),
