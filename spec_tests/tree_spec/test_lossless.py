@@ -181,6 +181,12 @@ PINNED = {
     # the final draw at v = 0 is the first token of positive probability, never a zero-weight one
     "the final draw at v = 0 skips a token of probability 0": (
         _pin([1], [-1], [[0, .5, .5]], u=[0.0]), [1], "inverse_cdf_strict"),
+    # p[0] sums to 1 - 1e-9 (within tolerance) and its mass sits on the one candidate (token 1,
+    # q one-hot): u_1 = 1 - 1e-10 >= p(1) rejects it, the residual max(p - q, 0) is all zero, so p
+    # is kept (the contract's rule) and the draw at .3 gives 1; dividing by the zero sum would fail
+    "a residual with no positive entry keeps p": (
+        _pin([0, 1], [-1, 0], [[0, 1 - 1e-9], [.5, .5]], u=[0.3, 1 - 1e-10]),
+        [1], "boundary: a zero residual (a row summing to 1 - 1e-9)"),
     "one node: a token from p[0]": (
         _pin([3], [-1], [[.25, .25, .25, .25]], u=[0.6]), [2], "boundary: a tree of one node"),
     "depth 2: the accepted child's children are tried": (
