@@ -330,7 +330,9 @@ def test_invariant_mode_routes_and_restores(impl, device):
 
 def test_invariant_mode_values(impl, device):
     """What the routed ops compute inside invariant_mode() is the plain op: torch.matmul, F.linear
-    WITH its bias, torch.bmm, log_softmax, softmax and mean of the last dim against float64 oracles
+    WITH its bias, torch.addmm with alpha 0 and 2 (beta 0.5), torch.bmm, log_softmax, softmax (over
+    the last dim and over dim 0, which the mode moves to the last) and mean of the last dim against
+    float64 oracles
     (the tolerance rule, torch's own op outside the mode as the baseline) -- a mode that is batch
     invariant but drops the bias or multiplies the wrong bmm entries fails here -- and torch.bmm's
     entry 1 has the same bits in a batch of 3 as alone."""
@@ -344,7 +346,13 @@ def test_invariant_mode_values(impl, device):
              ("torch.bmm", got["bmm"], torch.bmm(x3, w3), torch.bmm(x3.double(), w3.double())),
              ("log_softmax", got["lsm"], torch.log_softmax(x, -1), torch.log_softmax(x64, -1)),
              ("softmax", got["sm"], torch.softmax(x, -1), torch.softmax(x64, -1)),
-             ("mean(-1)", got["mean"], x.mean(-1, keepdim=True), x64.mean(-1, keepdim=True))]
+             ("mean(-1)", got["mean"], x.mean(-1, keepdim=True), x64.mean(-1, keepdim=True)),
+             ("log_softmax over dim 0", got["lsm0"], torch.log_softmax(x, 0), torch.log_softmax(x64, 0)),
+             ("softmax over dim 0", got["sm0"], torch.softmax(x, 0), torch.softmax(x64, 0)),
+             ("torch.addmm alpha=0", got["addmm0"], torch.addmm(bias, x, w.t(), alpha=0),
+              torch.addmm(b64, x64, w64.t(), alpha=0)),
+             ("torch.addmm beta=0.5 alpha=2", got["addmm2"], torch.addmm(bias, x, w.t(), beta=0.5, alpha=2),
+              torch.addmm(b64, x64, w64.t(), beta=0.5, alpha=2))]
     for name, value, baseline, oracle in cases:
         assert_close_to_oracle(value, baseline, oracle, name=f"{name} inside invariant_mode()")
     assert same_bits(got["bmm"][1], got["bmm1"][0]), "torch.bmm: entry 1 of 3 differs from the entry alone"

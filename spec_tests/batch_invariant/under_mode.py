@@ -66,6 +66,9 @@ def routes(impl, x, w, bias) -> dict:
         out["bmm"] = torch.bmm(x3, w3)
         out["bmm1"] = torch.bmm(x3[1:2], w3[1:2])
         out["lsm"], out["sm"] = torch.log_softmax(x, -1), torch.softmax(x, dim=1)
+        out["lsm0"], out["sm0"] = torch.log_softmax(x, 0), torch.softmax(x, dim=0)   # not the last dim
+        out["addmm0"] = torch.addmm(bias, x, w.t(), alpha=0)
+        out["addmm2"] = torch.addmm(bias, x, w.t(), beta=0.5, alpha=2)
         out["mean"] = x.mean(-1, keepdim=True)
         out["mean0"] = x.mean(0)                 # not routed: still torch's mean
     return out
