@@ -358,6 +358,16 @@ def test_invariant_mode_values(impl, device):
     assert same_bits(got["bmm"][1], got["bmm1"][0]), "torch.bmm: entry 1 of 3 differs from the entry alone"
 
 
+def test_invariant_mode_keeps_torchs_dim_check(impl, device):
+    """Inside invariant_mode() softmax / log_softmax over a dim out of range (x.dim() or
+    -x.dim() - 1) still raise torch's IndexError: the mode changes how the ops compute, not what
+    they accept."""
+    x = rand((9, 40), 1, "float32").to(device)
+    got = impl.call_in_process(under_mode.out_of_range_dims, x)
+    bad = {call: kind for call, kind in got.items() if kind != "IndexError"}
+    assert not bad, f"inside invariant_mode(), an out-of-range dim gave {bad} (torch raises IndexError)"
+
+
 @pytest.mark.choice("torch.bmm routed as one matmul per batch entry (the bits of matmul)")
 def test_invariant_mode_bmm_is_matmul_per_entry(impl, device):
     """torch.bmm inside invariant_mode() has, per batch entry, the bits of this concept's matmul."""

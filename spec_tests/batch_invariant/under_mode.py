@@ -74,6 +74,22 @@ def routes(impl, x, w, bias) -> dict:
     return out
 
 
+def out_of_range_dims(impl, x) -> dict:
+    """The exception type (or "returned") of torch.softmax / log_softmax over dims just past each
+    end of ``x``'s dims (x.dim() and -x.dim() - 1), inside ``invariant_mode()``, in this process."""
+    mode = impl.get("invariant_mode")
+    out = {}
+    with mode():
+        for name, fn in (("softmax", torch.softmax), ("log_softmax", torch.log_softmax)):
+            for dim in (x.dim(), -x.dim() - 1):
+                try:
+                    fn(x, dim)
+                    out[f"{name}(x, dim={dim})"] = "returned"
+                except Exception as exc:  # noqa: BLE001 -- the type is the answer
+                    out[f"{name}(x, dim={dim})"] = type(exc).__name__
+    return out
+
+
 def restores(impl, x, w) -> dict:
     """torch.mm before and after ``invariant_mode()`` (the second time after a block that raised),
     in this process."""
