@@ -155,7 +155,10 @@ def mechanical_table() -> str:
             continue
         eq = sum(t[1] == "equivalent" for t in s.triaged)
         outside = len(s.triaged) - eq
-        run = "all" if s.total == total else f"{s.total} (a sample)"
+        ref_total = sum(1 for n in mechanical.current_names(c.id).values() if n.startswith("mech_reference_"))
+        ref_run = sum(1 for t in data[c.id]["variants"] if t.startswith("reference\t"))
+        run = ("all" if s.total == total else "the reference's all" if ref_run >= ref_total
+               else f"{s.total} (a sample)")
         out.append(f"| `{c.id}` | {total} | {run} | {s.killed} / {s.counted} | {s.percent:.1f} % | {eq}, {outside} "
                    f"| {len(s.gaps)} |")
     return "\n".join(out)
