@@ -236,13 +236,19 @@ def key(concept_id: str, name: str) -> tuple[str, str, str]:
 
 
 def _keys(path: str, module: str) -> list[tuple[str, str, str]]:
-    lines = (ROOT / path).read_text().splitlines()
+    return list(_keys_of((ROOT / path).read_text(), module))
+
+
+@functools.lru_cache(maxsize=64)
+def _keys_of(text: str, module: str) -> tuple[tuple[str, str, str], ...]:
+    """The keys of every variant of a module's ``text`` (one pass; a score asks for many)."""
+    lines = text.splitlines()
     out, seen = [], {}
-    for line, what in variants(path):
-        text = lines[line - 1].strip()
-        n = seen[(text, what)] = seen.get((text, what), 0) + 1
-        out.append((module, text, what if n == 1 else f"{what} (#{n})"))
-    return out
+    for line, what in _variants_of(text):
+        code = lines[line - 1].strip()
+        n = seen[(code, what)] = seen.get((code, what), 0) + 1
+        out.append((module, code, what if n == 1 else f"{what} (#{n})"))
+    return tuple(out)
 
 
 def triage(concept_id: str) -> dict[tuple[str, str, str], tuple[str, str]]:
