@@ -93,10 +93,11 @@ def draft_sequences(case: TreeCase):
             yield x, w
 
 
-@functools.lru_cache(maxsize=64)
-def cells(case: TreeCase) -> tuple[Cell, ...]:
-    """Every cell of positive probability (module doc), with its three points."""
-    out = []
+def _stops(case: TreeCase):
+    """(x, acceptance probabilities a, k accepted, probability of reaching k, probability of
+    stopping there, the distribution then drawn from) for every draft sequence x and every k it
+    reaches with positive probability and stops at with positive probability: a rejection at k
+    draws from the residual, acceptance of all gamma from p(x) (the bonus)."""
     g = case.gamma
     for x, wx in draft_sequences(case):
         a = [accept_prob(case.p(x[:i])[x[i]], case.q(x[:i])[x[i]]) for i in range(g)]
@@ -104,29 +105,33 @@ def cells(case: TreeCase) -> tuple[Cell, ...]:
             reach = wx * math.prod(a[:k], start=Fraction(1))
             if reach == 0:
                 break
-            if k < g:
-                stop = 1 - a[k]
-                dist = residual(case.p(x[:k]), case.q(x[:k]))
-            else:
-                stop, dist = Fraction(1), case.p(x)
-            if stop == 0:
+            stop, dist = (1 - a[k], residual(case.p(x[:k]), case.q(x[:k]))) if k < g else (Fraction(1), case.p(x))
+            if stop:
+                yield x, a, k, reach, stop, dist
+
+
+@functools.lru_cache(maxsize=64)
+def cells(case: TreeCase) -> tuple[Cell, ...]:
+    """Every cell of positive probability (module doc), with its three points."""
+    out = []
+    g = case.gamma
+    for x, a, k, reach, stop, dist in _stops(case):
+        total, lo = sum(dist), Fraction(0)
+        for t, w in enumerate(dist):
+            if w == 0:
                 continue
-            total, lo = sum(dist), Fraction(0)
-            for t, w in enumerate(dist):
-                if w == 0:
-                    continue
-                v_lo, v_hi = lo / total, (lo + w) / total
-                lo += w
-                points = {}
-                for where in POINTS:
-                    u = [0.5] * (g + 1)
-                    for i in range(k):
-                        u[i] = _inside(Fraction(0), a[i], where) if where != "low" else 0.0
-                    if k < g:
-                        u[k] = _inside(a[k], Fraction(1), where) if where != "high" else ONE_MINUS
-                    u[g] = _inside(v_lo, v_hi, where)
-                    points[where] = u
-                out.append(Cell(x, k, t, reach * stop * w / total, points))
+            v_lo, v_hi = lo / total, (lo + w) / total
+            lo += w
+            points = {}
+            for where in POINTS:
+                u = [0.5] * (g + 1)
+                for i in range(k):
+                    u[i] = _inside(Fraction(0), a[i], where) if where != "low" else 0.0
+                if k < g:
+                    u[k] = _inside(a[k], Fraction(1), where) if where != "high" else ONE_MINUS
+                u[g] = _inside(v_lo, v_hi, where)
+                points[where] = u
+            out.append(Cell(x, k, t, reach * stop * w / total, points))
     return tuple(out)
 
 
@@ -339,23 +344,15 @@ def acceptance_groups(case: TreeCase) -> tuple[Group, ...]:
     each at least LAW_MARGIN away from a threshold (float32 rounding cannot flip them)."""
     out = []
     g = case.gamma
-    for x, wx in draft_sequences(case):
-        a = [accept_prob(case.p(x[:i])[x[i]], case.q(x[:i])[x[i]]) for i in range(g)]
-        for k in range(g + 1):
-            reach = wx * math.prod(a[:k], start=Fraction(1))
-            if reach == 0:
-                break
-            stop, dist = (1 - a[k], residual(case.p(x[:k]), case.q(x[:k]))) if k < g else (Fraction(1), case.p(x))
-            if stop == 0:
-                continue
-            total = sum(dist)
-            points = {}
-            for where in POINTS:
-                u = [0.5] * g
-                for i in range(k):
-                    u[i] = 0.0 if where == "low" else _law_point(Fraction(0), a[i], where)
-                if k < g:
-                    u[k] = ONE_MINUS if where == "high" else _law_point(a[k], Fraction(1), where)
-                points[where] = u
-            out.append(Group(x, k, reach * stop, tuple(w / total for w in dist), points))
+    for x, a, k, reach, stop, dist in _stops(case):
+        total = sum(dist)
+        points = {}
+        for where in POINTS:
+            u = [0.5] * g
+            for i in range(k):
+                u[i] = 0.0 if where == "low" else _law_point(Fraction(0), a[i], where)
+            if k < g:
+                u[k] = ONE_MINUS if where == "high" else _law_point(a[k], Fraction(1), where)
+            points[where] = u
+        out.append(Group(x, k, reach * stop, tuple(w / total for w in dist), points))
     return tuple(out)
