@@ -48,38 +48,66 @@ def groups(selected: list[tuple[str, object]], n: int) -> list[list[str]]:
     return [g for g in out if g]
 
 
-def _pytest_runs(runs: list[tuple[list[str], list[str]]], profile: str, seed: int | None, tmp: Path,
-                 tag: str, timeout: float, parallel: int | None = None) -> dict:
-    """One pytest process per ``(paths_or_nodeids, args)``, at most ``parallel`` at a time (default:
-    all at once); the merged report JSON."""
+def _pytest_one(targets: list[str], args: list[str], profile: str, seed: int | None, out: Path,
+                timeout: float, limit_as: int | None = None) -> subprocess.CompletedProcess:
+    """One pytest process over ``targets`` writing its report JSON to ``out``; ``limit_as``: an
+    address-space cap in bytes (an allocation past it raises in the process instead of taking the
+    machine's memory)."""
     env = {**os.environ, "INFERSPEC_PROFILE": profile}
     env.pop("INFERSPEC_IMPL", None)
+    cmd = [sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
+           f"--hypothesis-profile={profile}", "--no-report", "--report-json", str(out), *args]
+    if seed is not None:
+        cmd.append(f"--hypothesis-seed={seed}")
 
-    def one(i: int) -> tuple[Path, subprocess.CompletedProcess]:
-        targets, args = runs[i]
-        out = tmp / f"{tag}{i}-{seed}.json"
-        cmd = [sys.executable, "-m", "pytest", *targets, "-q", "-p", "no:cacheprovider",
-               f"--hypothesis-profile={profile}", "--no-report", "--report-json", str(out), *args]
-        if seed is not None:
-            cmd.append(f"--hypothesis-seed={seed}")
-        return out, subprocess.run(cmd, cwd=SPEC_DIR.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                   text=True, env=env, timeout=timeout)
+    def cap():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (limit_as, limit_as))
 
-    with ThreadPoolExecutor(max_workers=max(1, parallel or len(runs))) as pool:
-        done = list(pool.map(one, range(len(runs))))
+    return subprocess.run(cmd, cwd=SPEC_DIR.parent, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=env, timeout=timeout, preexec_fn=cap if limit_as else None)
+
+
+def _report_of(out: Path, proc: subprocess.CompletedProcess, tag: str) -> dict:
+    if not out.exists():
+        raise RuntimeError(f"{tag} run wrote no report (exit {proc.returncode}):\n{proc.stdout[-6000:]}")
+    return json.loads(out.read_text())
+
+
+def _merge(reports: list[dict]) -> dict:
     merged: dict = {"concepts": {}}
-    for out, proc in done:
-        if not out.exists():
-            raise RuntimeError(f"{tag} run wrote no report (exit {proc.returncode}):\n{proc.stdout[-6000:]}")
-        for cid, row in json.loads(out.read_text())["concepts"].items():
+    for report in reports:
+        for cid, row in report["concepts"].items():
             merged["concepts"].setdefault(cid, {}).update(row)
     return merged
 
 
+def _pytest_runs(runs: list[tuple[list[str], list[str]]], profile: str, seed: int | None, tmp: Path,
+                 tag: str, timeout: float, parallel: int | None = None) -> dict:
+    """One pytest process per ``(paths_or_nodeids, args)``, at most ``parallel`` at a time (default:
+    all at once); the merged report JSON."""
+    def one(i: int) -> dict:
+        targets, args = runs[i]
+        out = tmp / f"{tag}{i}-{seed}.json"
+        return _report_of(out, _pytest_one(targets, args, profile, seed, out, timeout), tag)
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel or len(runs))) as pool:
+        return _merge(list(pool.map(one, range(len(runs)))))
+
+
 # A mechanical mutant can loop forever or allocate without bound (a ``break`` made ``continue``, a
-# bound made larger): it runs isolated, as a submission file whose name is its report column, with
-# a memory cap and a short call deadline, so it costs its own cell and never the run.
+# bound made larger). By default it runs in-process, as a planted mutant does (ten times faster than
+# a submission's worker, whose every call crosses a pipe), under three guards: it is first loaded in
+# a process of its own (a variant that cannot be imported is killed: "import failed"); each test
+# has a deadline (pytest-timeout) and the process an address-space cap, so a hang in Python code
+# or a runaway allocation fails that test, which its control then passes; and a chunk whose process
+# dies or outlives its deadline (a hang inside C code, a crash) is run again isolated, each variant
+# a submission file whose name is its report column, with a memory cap and a short call deadline,
+# so it costs its own cell and never the run. ``isolate=True`` runs every variant that way.
 ISOLATION_LIMITS = ["--memory", "4", "--call-timeout", "20"]
+IN_PROCESS_TEST_TIMEOUT_S = 60
+IN_PROCESS_CHUNK_S = 1800          # a chunk still running then is run again isolated
+IN_PROCESS_MEMORY = 8 * 2**30      # bytes of address space per in-process pytest
 
 
 def _isolated(m) -> bool:
@@ -87,16 +115,97 @@ def _isolated(m) -> bool:
     return m.name.startswith(mechanical.PREFIX)
 
 
-def _impl_arg(cid: str, m, tmp: Path) -> str:
-    """The ``--impl`` of mutant ``m``: its spec (planted: in-process), or for a mechanical one a
-    file ``<impl_id>.py`` holding the variant's text (run isolated), declared token-exact as the
-    module it varies is."""
-    if not _isolated(m):
+def _impl_arg(cid: str, m, tmp: Path, isolate: bool = True) -> str:
+    """The ``--impl`` of mutant ``m``: its spec (planted, or mechanical unless ``isolate``:
+    in-process), or for an isolated mechanical one a file ``<impl_id>.py`` holding the variant's
+    text (run as a submission), declared token-exact as the module it varies is."""
+    if not (_isolated(m) and isolate):
         return mutants.spec(cid, m.name)
     path = tmp / "variants" / f"{mutants.impl_id(cid, m.name)}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(mutants.patched_source(m) + "\n\nTOKEN_EXACT = True  # a variant of ours: our choices hold\n")
     return str(path)
+
+
+_LOAD_CHECK = """
+import json, sys, traceback
+from conformance import mutants
+out = {}
+for cid, name in json.loads(sys.stdin.read()):
+    try:
+        mutants.load(cid, name)
+    except BaseException as e:
+        out[mutants.impl_id(cid, name)] = (type(e).__name__ + ": " + str(e)).splitlines()[0][:300]
+print(json.dumps(out))
+"""
+
+
+def load_failures(chunk: list, timeout: float = 600) -> dict[str, str]:
+    """{impl_id: error} of the variants of ``chunk`` ([(concept, mutant)]) that cannot be loaded,
+    checked in a process of their own (an in-process pytest run could not load its implementations
+    at all). A check that dies or hangs names every variant of the chunk as unloadable, each of
+    them then run isolated by the caller."""
+    todo = [(cid, m.name) for cid, m in chunk]
+    try:
+        proc = subprocess.run([sys.executable, "-c", _LOAD_CHECK], input=json.dumps(todo), cwd=SPEC_DIR.parent,
+                              capture_output=True, text=True, timeout=timeout)
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (subprocess.TimeoutExpired, json.JSONDecodeError, IndexError) as e:
+        return {mutants.impl_id(cid, name): f"the load check died: {type(e).__name__}" for cid, name in todo}
+
+
+def _import_failed_cell(error: str) -> dict:
+    return {"status": Verdict.IMPORT_FAILED.value, "verdict": f"import failed: {error}",
+            "verdict_kind": Verdict.IMPORT_FAILED.value, "verdict_test": "(loading the variant)",
+            "passed": 0, "failed": 0, "first_failure": None}
+
+
+def _chunk_args(chunk: list, tmp: Path, isolate: bool) -> list[str]:
+    args = ["--first-failure-per-concept", "--concept", ",".join(sorted({c for c, _ in chunk}))]
+    for cid, m in chunk:
+        args += ["--impl", _impl_arg(cid, m, tmp, isolate)]
+    if any(_isolated(m) for _, m in chunk):
+        args += ISOLATION_LIMITS if isolate else ["--timeout", str(IN_PROCESS_TEST_TIMEOUT_S)]
+    return args
+
+
+def _mechanical_chunk(chunk: list, profile: str, seed: int | None, tmp: Path, tag: str, timeout: float) -> dict:
+    """The report of one chunk of mechanical variants run in-process under the guards above, the
+    variants that fail to load marked killed, and the chunk run again isolated if its process died."""
+    report: dict = {"concepts": {}}
+    dead = {}
+    if any(_isolated(m) for _, m in chunk):
+        unloadable = load_failures(chunk)
+        died = {k for k, v in unloadable.items() if v.startswith("the load check died")}
+        if died:   # could not tell which: every one of them isolated
+            return _isolated_chunk(chunk, profile, seed, tmp, tag, timeout)
+        dead = unloadable
+    for cid, m in chunk:
+        if mutants.impl_id(cid, m.name) in dead:
+            report["concepts"].setdefault(cid, {})[mutants.impl_id(cid, m.name)] = \
+                _import_failed_cell(dead[mutants.impl_id(cid, m.name)])
+    live = [(cid, m) for cid, m in chunk if mutants.impl_id(cid, m.name) not in dead]
+    if not live:
+        return report
+    out = tmp / f"{tag}-{mutants.impl_id(*_first(live))}-{seed}.json"
+    try:
+        proc = _pytest_one([str(SPEC_DIR)], _chunk_args(live, tmp, isolate=False), profile, seed, out,
+                           min(timeout, IN_PROCESS_CHUNK_S), limit_as=IN_PROCESS_MEMORY)
+        sub = _report_of(out, proc, tag)
+    except (subprocess.TimeoutExpired, RuntimeError):
+        sub = _isolated_chunk(live, profile, seed, tmp, tag, timeout)
+    return _merge([report, sub])
+
+
+def _first(chunk: list) -> tuple[str, str]:
+    cid, m = chunk[0]
+    return cid, m.name
+
+
+def _isolated_chunk(chunk: list, profile: str, seed: int | None, tmp: Path, tag: str, timeout: float) -> dict:
+    out = tmp / f"{tag}-isolated-{mutants.impl_id(*_first(chunk))}-{seed}.json"
+    proc = _pytest_one([str(SPEC_DIR)], _chunk_args(chunk, tmp, isolate=True), profile, seed, out, timeout)
+    return _report_of(out, proc, tag)
 
 
 def _chunks(members: list, size: int | None) -> list[list]:
@@ -108,24 +217,29 @@ def _chunks(members: list, size: int | None) -> list[list]:
 
 def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp: Path | None = None,
         jobs: int | None = None, timeout: float = 4 * 3600, control: bool = True,
-        max_impls: int | None = None) -> dict:
+        max_impls: int | None = None, isolate: bool = False) -> dict:
     """Run the mutants (``[(concept, mutant)]``, default all) and return the merged report JSON
     (``{"concepts": {cid: {impl_id: cell}}, "controls": {impl_id: cell}}``); with ``control``, then
-    each caught mutant's failing test against its control (module doc). Raises RuntimeError when a
-    group wrote no report."""
+    each caught mutant's failing test against its control (module doc). Mechanical variants run
+    in-process under guards, or each isolated as a submission with ``isolate`` (see
+    ``ISOLATION_LIMITS``). Raises RuntimeError when a group wrote no report."""
     selected = mutants.all_mutants() if selected is None else list(selected)
     tmp = Path(tempfile.mkdtemp(prefix="inferspec-power-")) if tmp is None else tmp
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-    runs = []
-    for group in groups(selected, jobs):
-        for chunk in _chunks([(cid, m) for cid, m in selected if cid in group], max_impls):
-            args = ["--first-failure-per-concept", "--concept", ",".join(sorted({c for c, _ in chunk}))]
-            for cid, m in chunk:
-                args += ["--impl", _impl_arg(cid, m, tmp)]
-            if any(_isolated(m) for _, m in chunk):
-                args += ISOLATION_LIMITS
-            runs.append(([str(SPEC_DIR)], args))
-    merged = _pytest_runs(runs, profile, seed, tmp, "report", timeout, parallel=jobs)
+    chunks = [chunk for group in groups(selected, jobs)
+              for chunk in _chunks([(cid, m) for cid, m in selected if cid in group], max_impls)]
+
+    def one(chunk: list) -> dict:
+        if isolate or not any(_isolated(m) for _, m in chunk):
+            if isolate:
+                return _isolated_chunk(chunk, profile, seed, tmp, "report", timeout)
+            out = tmp / f"report-{mutants.impl_id(*_first(chunk))}-{seed}.json"
+            proc = _pytest_one([str(SPEC_DIR)], _chunk_args(chunk, tmp, isolate), profile, seed, out, timeout)
+            return _report_of(out, proc, "report")
+        return _mechanical_chunk(chunk, profile, seed, tmp, "report", timeout)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        merged = _merge(list(pool.map(one, chunks)))
     merged["controls"] = (_run_controls(merged, selected, profile, seed, tmp, jobs, timeout, max_impls)
                           if control else {})
     return merged
@@ -262,6 +376,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--mechanical", choices=["reference", "optimized", "both"], default=None,
                    help="run the mechanical mutants of the concepts' modules (conformance/mechanical.py) "
                         "instead of the planted ones")
+    p.add_argument("--isolate", action="store_true",
+                   help="with --mechanical: run every variant isolated as a submission file (slow; by "
+                        "default in-process under a per-test deadline and a memory cap, a chunk "
+                        "whose process dies run again isolated)")
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="with --mechanical: a fixed random sample of N mutants per concept")
     p.add_argument("--sample-seed", type=int, default=0, help="the sample's seed (default 0)")
@@ -283,7 +401,7 @@ def main(argv: list[str]) -> int:
 
     def one(seed: int | None) -> dict:
         report = run(selected, profile=args.profile, seed=seed, jobs=args.jobs, control=control,
-                     max_impls=MECHANICAL_CHUNK if args.mechanical else None)
+                     max_impls=MECHANICAL_CHUNK if args.mechanical else None, isolate=args.isolate)
         caught = sum(verdict(report, c, m.name)[0] for c, m in selected)
         print(f"seed {seed}: {caught}/{len(rows)} caught, done after {time.monotonic() - t0:.0f} s", flush=True)
         return report
