@@ -153,8 +153,8 @@ def ci_sample() -> list:
 @pytest.mark.timeout(3600)
 def test_a_ci_sample_of_recorded_kills_stays_killed(tmp_path):
     """The recorded mechanical score cannot silently drop: a fixed sample of the variants
-    docs/results/mechanical.json records as killed is run again (the `mutants` profile, each
-    isolated, with its control); each must still be killed, by its bug."""
+    docs/results/mechanical.json records as killed is run again (the `mutants` profile, in-process
+    under the guards of conformance/power.py, with its control); each must still be killed, by its bug."""
     selected = ci_sample()
     assert selected, "docs/results/mechanical.json records no killed variant"
     report = power.run(selected, profile="mutants", tmp=tmp_path, max_impls=power.MECHANICAL_CHUNK)
