@@ -128,7 +128,7 @@ def _impl_arg(cid: str, m, tmp: Path, isolate: bool = True) -> str:
 
 
 _LOAD_CHECK = """
-import json, sys, traceback
+import json, sys
 from conformance import mutants
 out = {}
 for cid, name in json.loads(sys.stdin.read()):
@@ -172,39 +172,33 @@ def _chunk_args(chunk: list, tmp: Path, isolate: bool) -> list[str]:
 def _mechanical_chunk(chunk: list, profile: str, seed: int | None, tmp: Path, tag: str, timeout: float) -> dict:
     """The report of one chunk of mechanical variants run in-process under the guards above, the
     variants that fail to load marked killed, and the chunk run again isolated if its process died."""
+    dead = load_failures(chunk)
+    if any(v.startswith("the load check died") for v in dead.values()):  # could not tell which
+        return _chunk_report(chunk, profile, seed, tmp, tag, timeout, isolate=True)
     report: dict = {"concepts": {}}
-    dead = {}
-    if any(_isolated(m) for _, m in chunk):
-        unloadable = load_failures(chunk)
-        died = {k for k, v in unloadable.items() if v.startswith("the load check died")}
-        if died:   # could not tell which: every one of them isolated
-            return _isolated_chunk(chunk, profile, seed, tmp, tag, timeout)
-        dead = unloadable
+    live = []
     for cid, m in chunk:
-        if mutants.impl_id(cid, m.name) in dead:
-            report["concepts"].setdefault(cid, {})[mutants.impl_id(cid, m.name)] = \
-                _import_failed_cell(dead[mutants.impl_id(cid, m.name)])
-    live = [(cid, m) for cid, m in chunk if mutants.impl_id(cid, m.name) not in dead]
+        column = mutants.impl_id(cid, m.name)
+        if column in dead:
+            report["concepts"].setdefault(cid, {})[column] = _import_failed_cell(dead[column])
+        else:
+            live.append((cid, m))
     if not live:
         return report
-    out = tmp / f"{tag}-{mutants.impl_id(*_first(live))}-{seed}.json"
     try:
-        proc = _pytest_one([str(SPEC_DIR)], _chunk_args(live, tmp, isolate=False), profile, seed, out,
-                           min(timeout, IN_PROCESS_CHUNK_S), limit_as=IN_PROCESS_MEMORY)
-        sub = _report_of(out, proc, tag)
+        sub = _chunk_report(live, profile, seed, tmp, tag, min(timeout, IN_PROCESS_CHUNK_S), isolate=False,
+                            limit_as=IN_PROCESS_MEMORY)
     except (subprocess.TimeoutExpired, RuntimeError):
-        sub = _isolated_chunk(live, profile, seed, tmp, tag, timeout)
+        sub = _chunk_report(live, profile, seed, tmp, tag, timeout, isolate=True)
     return _merge([report, sub])
 
 
-def _first(chunk: list) -> tuple[str, str]:
+def _chunk_report(chunk: list, profile: str, seed: int | None, tmp: Path, tag: str, timeout: float,
+                  isolate: bool, limit_as: int | None = None) -> dict:
+    """One pytest process over the spec with every mutant of ``chunk`` as an ``--impl``."""
     cid, m = chunk[0]
-    return cid, m.name
-
-
-def _isolated_chunk(chunk: list, profile: str, seed: int | None, tmp: Path, tag: str, timeout: float) -> dict:
-    out = tmp / f"{tag}-isolated-{mutants.impl_id(*_first(chunk))}-{seed}.json"
-    proc = _pytest_one([str(SPEC_DIR)], _chunk_args(chunk, tmp, isolate=True), profile, seed, out, timeout)
+    out = tmp / f"{tag}-{'isolated-' if isolate else ''}{mutants.impl_id(cid, m.name)}-{seed}.json"
+    proc = _pytest_one([str(SPEC_DIR)], _chunk_args(chunk, tmp, isolate), profile, seed, out, timeout, limit_as)
     return _report_of(out, proc, tag)
 
 
@@ -230,13 +224,9 @@ def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp
               for chunk in _chunks([(cid, m) for cid, m in selected if cid in group], max_impls)]
 
     def one(chunk: list) -> dict:
-        if isolate or not any(_isolated(m) for _, m in chunk):
-            if isolate:
-                return _isolated_chunk(chunk, profile, seed, tmp, "report", timeout)
-            out = tmp / f"report-{mutants.impl_id(*_first(chunk))}-{seed}.json"
-            proc = _pytest_one([str(SPEC_DIR)], _chunk_args(chunk, tmp, isolate), profile, seed, out, timeout)
-            return _report_of(out, proc, "report")
-        return _mechanical_chunk(chunk, profile, seed, tmp, "report", timeout)
+        if not isolate and any(_isolated(m) for _, m in chunk):
+            return _mechanical_chunk(chunk, profile, seed, tmp, "report", timeout)
+        return _chunk_report(chunk, profile, seed, tmp, "report", timeout, isolate)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         merged = _merge(list(pool.map(one, chunks)))
