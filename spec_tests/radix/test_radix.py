@@ -188,6 +188,65 @@ def test_policy_plugged_in(impl):
     assert run(Hybrid(weight=1)) == [20, 21]
 
 
+class _Tracking(LRU):
+    """LRU that also records what the cache tells it: the keys it tracks (touch and copy add one,
+    remove drops it) and the time of every touch."""
+
+    def __init__(self):
+        super().__init__()
+        self.tracked, self.times = set(), []
+
+    def touch(self, key, now):
+        super().touch(key, now)
+        self.tracked.add(id(key))
+        self.times.append(now)
+
+    def copy(self, src, dst):
+        super().copy(src, dst)
+        self.tracked.add(id(dst))
+
+    def remove(self, key):
+        super().remove(key)
+        self.tracked.discard(id(key))
+
+
+def _tracked_run(impl):
+    """One sequence with splits, a lock and evictions; the policy's tracked count after each step."""
+    policy = _Tracking()
+    c = cache(impl, 1, policy)
+    counts = []
+    c.insert([1, 2, 3, 4], [10, 11, 12, 13]); counts.append(len(policy.tracked))
+    c.insert([1, 2, 5], [10, 11, 15]); counts.append(len(policy.tracked))       # splits [1, 2] off
+    h = c.match_prefix([1, 2, 5]).handle
+    c.lock(h); counts.append(len(policy.tracked))
+    c.insert([7, 8], [17, 18]); counts.append(len(policy.tracked))
+    c.evict(2); counts.append(len(policy.tracked))
+    c.unlock(h)
+    c.evict(100); counts.append(len(policy.tracked))
+    c.insert([1, 2], [20, 21]); counts.append(len(policy.tracked))
+    return counts, policy.times
+
+
+def test_evicted_nodes_leave_the_policy(impl, reference):
+    """The policy tracks exactly the cached nodes: a new node is touched, a split's new node is
+    copied, and ``evict`` tells the policy of every node it frees (``policy.remove``), so a
+    long-running cache does not leak one policy record per node it ever held."""
+    got, _ = _tracked_run(impl)
+    want, _ = _tracked_run(reference)
+    assert got == want, (f"policy records after each step: {got}; the cached nodes: {want} "
+                         f"(an evicted node must be removed from the policy)")
+    assert got[-2] == 0, "after evicting everything the policy still tracks nodes"
+
+
+@pytest.mark.choice("a logical clock: one tick per accepted match_prefix/insert, the first call at time 1")
+def test_clock_starts_at_one(impl, reference):
+    """The times given to ``policy.touch``: the first accepted call is time 1, each accepted
+    match_prefix/insert one later."""
+    _, got = _tracked_run(impl)
+    _, want = _tracked_run(reference)
+    assert got == want, f"policy.touch times {got}; the contract's clock gives {want}"
+
+
 @pytest.mark.choice("a split node's two halves both keep its policy record (SGLang's _split_node starts the "
                     "new node afresh)")
 def test_policy_split_keeps_history(impl):
