@@ -253,6 +253,49 @@ def mechanical_selection(concepts, which: str, sample: int | None, seed: int) ->
     return out
 
 
+def sweep_order(selected: list, seed: int) -> list:
+    """``selected`` shuffled within each concept (seeded) and interleaved across concepts: a sweep
+    cut short by its deadline has run a uniform random sample of every concept's variants."""
+    import itertools
+    import random
+    by: dict[str, list] = {}
+    for cid, m in selected:
+        by.setdefault(cid, []).append((cid, m))
+    for cid, rows in by.items():
+        random.Random(f"{seed}:{cid}").shuffle(rows)
+    return [r for group in itertools.zip_longest(*by.values()) for r in group if r is not None]
+
+
+def deadline_catch(report: dict, cid: str, name: str) -> bool:
+    """The variant was failed only by the per-test deadline (pytest-timeout): on a loaded machine a
+    slow but correct test can pass it, so such a catch is not counted until a re-run confirms it."""
+    cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, name)) or {}
+    return "Timeout" in str((cell.get("first_failure") or {}).get("error", ""))
+
+
+def mechanical_sweep(selected: list, *, profile: str, jobs: int, chunk: int, deadline: float | None,
+                     on_chunk, isolate: bool = False) -> None:
+    """Run mechanical variants ``chunk`` at a time, ``jobs`` chunks side by side, each chunk with its
+    controls (:func:`run`); ``on_chunk(chunk, report)`` is called as each finishes (the caller records
+    it, so a sweep stopped early keeps what it finished). With ``deadline`` (seconds from now), no
+    chunk starts after it; a chunk still running then is given until the deadline plus its own
+    timeout of 30 minutes."""
+    import threading
+    stop = None if deadline is None else time.monotonic() + deadline
+    lock = threading.Lock()
+    chunks = [selected[i:i + chunk] for i in range(0, len(selected), chunk)]
+
+    def one(c: list) -> None:
+        if stop is not None and time.monotonic() > stop:
+            return
+        report = run(c, profile=profile, jobs=1, max_impls=len(c), timeout=1800, isolate=isolate)
+        with lock:
+            on_chunk(c, report)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, chunks))
+
+
 def control_nodeid(nodeid: str, cid: str, name: str) -> str:
     """The mutant's failing test, parametrized with its control instead of the mutant."""
     path, sep, params = nodeid.partition("[")
@@ -373,6 +416,16 @@ def main(argv: list[str]) -> int:
     p.add_argument("--sample", type=int, default=None, metavar="N",
                    help="with --mechanical: a fixed random sample of N mutants per concept")
     p.add_argument("--sample-seed", type=int, default=0, help="the sample's seed (default 0)")
+    p.add_argument("--chunk", type=int, default=8,
+                   help="with --deadline: variants per pytest process (default 8; smaller chunks "
+                        "lose less when the deadline comes)")
+    p.add_argument("--skip-recorded", action="store_true",
+                   help="with --mechanical and --record: run only the variants the results file has no "
+                        "verdict for (a sweep continued where the last one stopped)")
+    p.add_argument("--deadline", type=float, default=None, metavar="S",
+                   help="with --mechanical: start no chunk after S seconds; the variants run in a seeded "
+                        "order, shuffled per concept and interleaved across concepts (--sample-seed), so a "
+                        "sweep cut short is a uniform sample, and --record is written after every chunk")
     p.add_argument("--record", default=None, metavar="JSON",
                    help="with --mechanical: merge the verdicts into this results file "
                         "(docs/results/mechanical.json feeds docs/suite-power.md and the CI sample)")
@@ -382,6 +435,13 @@ def main(argv: list[str]) -> int:
     concepts = sorted(wanted) if wanted else list(CONCEPTS)
     if args.mechanical:
         selected = mechanical_selection(concepts, args.mechanical, args.sample, args.sample_seed)
+        if args.skip_recorded and args.record:
+            from conformance import mechanical
+            done = {c: set(v.get("variants", {})) for c, v in mechanical.recorded(Path(args.record)).items()}
+            selected = [(c, m) for c, m in selected
+                        if "\t".join(mechanical.key(c, m.name)) not in done.get(c, set())]
+        if args.deadline is not None:
+            return _sweep_main(args, argv, concepts, selected)
     else:
         selected = [(c, m) for c in concepts for m in mutants.table(c)]
     seeds = [int(s) for s in args.seeds.split(",") if s] if args.profile == "dev" else [None]
@@ -452,3 +512,44 @@ def main(argv: list[str]) -> int:
     if args.mechanical:  # survivors are expected; untriaged ones and wrong triage entries are not
         return 1 if unsound or any(s.gaps or s.stale for s in scores.values()) else 0
     return 1 if missed or unsound else 0
+
+
+def _sweep_main(args, argv: list[str], concepts: list[str], selected: list) -> int:
+    """``power --mechanical --deadline S``: :func:`mechanical_sweep`, recording after every chunk."""
+    from conformance import mechanical
+    order = sweep_order(selected, args.sample_seed)
+    rows: dict = {}
+    t0 = time.monotonic()
+    command = "inferspec power " + " ".join(argv)
+    print(f"{len(order)} variants in a seeded interleaved order; no chunk starts after {args.deadline:.0f} s", flush=True)
+
+    def on_chunk(chunk: list, report: dict) -> None:
+        killed = {}
+        for c, m in chunk:
+            caught, first = verdict(report, c, m.name)
+            sound, why = control_verdict(report, c, m.name) if caught else (True, "")
+            if caught and deadline_catch(report, c, m.name):
+                print(f"  {c}.{m.name}: failed only by the per-test deadline; not counted (re-run it alone)", flush=True)
+                caught = False
+            elif caught and not sound:
+                print(f"  {c}.{m.name}: caught, but NOT BY ITS BUG: {why}", flush=True)
+            rows[(c, m.name)] = (caught and sound, first)
+            killed[(c, m.name)] = caught and sound
+        if args.record:
+            mechanical.record(Path(args.record), killed, command=command)
+        print(f"{len(rows)}/{len(order)} run, {sum(k for k, _ in rows.values())} killed, "
+              f"{time.monotonic() - t0:.0f} s", flush=True)
+
+    mechanical_sweep(order, profile=args.profile, jobs=args.jobs, chunk=args.chunk, deadline=args.deadline,
+                     on_chunk=on_chunk, isolate=args.isolate)
+    scores = []
+    for c in concepts:
+        mine = {n: rows[(k, n)][0] for k, n in rows if k == c}
+        if mine:
+            s = mechanical.score(c, mine)
+            scores.append(s)
+            for name in s.gaps:
+                print(f"  survivor {c}.{name}: {' | '.join(mechanical.key(c, name))}")
+            print(s.line() + "  (this sweep's variants only)")
+    print(f"{len(rows)} of {len(order)} variants run before the deadline")
+    return 0

@@ -165,3 +165,25 @@ def test_a_ci_sample_of_recorded_kills_stays_killed(tmp_path):
         if not (caught and ok):
             lost.append(f"{cid}.{m.name} ({m.doc}): {'caught, but ' + why if caught else 'survived'}")
     assert not lost, "recorded kills that the spec no longer makes:\n  " + "\n  ".join(lost)
+
+
+def test_a_sweep_order_is_a_seeded_interleaved_permutation():
+    """``power --deadline``'s order: every variant once, shuffled within its concept by the seed, the
+    concepts interleaved (a sweep cut short samples every concept uniformly); the same seed, the
+    same order."""
+    selected = [("a", f"a{i}") for i in range(6)] + [("b", f"b{i}") for i in range(3)] + [("c", "c0")]
+    order = power.sweep_order(selected, seed=0)
+    assert sorted(order) == sorted(selected)
+    assert [c for c, _ in order[:3]] == ["a", "b", "c"] and [c for c, _ in order[3:5]] == ["a", "b"]
+    assert order == power.sweep_order(selected, seed=0)
+    assert order != power.sweep_order(selected, seed=1), "the seed does not change the order"
+
+
+def test_a_catch_by_the_per_test_deadline_alone_is_not_counted():
+    """On a loaded machine a slow test can pass pytest-timeout's deadline: the sweep does not count
+    such a catch as a kill (it prints it, to be re-run alone)."""
+    def report(error):
+        return {"concepts": {"kv_bytes": {mutants.impl_id("kv_bytes", "mech_reference_0"): {
+            "status": "failed", "first_failure": {"test": "t", "error": error}}}}}
+    assert power.deadline_catch(report("Failed: Timeout (>60.0s) from pytest-timeout."), "kv_bytes", "mech_reference_0")
+    assert not power.deadline_catch(report("AssertionError: 1 != 2"), "kv_bytes", "mech_reference_0")
