@@ -170,6 +170,12 @@ BAD = [
     Bad("slots of a freed seq", dict(op="slot_mapping", args=("gone", [0])), KeyError, ("gone",)),
     Bad("table of an unknown seq", dict(op="block_table", args=("nobody",)), KeyError, ("nobody",)),
     Bad("length of a freed seq", dict(op="num_tokens", args=("gone",)), KeyError, ("gone",)),
+    # every call that takes a sequence id checks its type first, reads included (a float or
+    # bool id is a TypeError, never a KeyError or the length of the seq 1 that True equals)
+    Bad("length of a float seq", dict(op="num_tokens", args=(1.5,)), TypeError, ("seq",)),
+    Bad("length of a list seq", dict(op="num_tokens", args=(["alpha"],)), TypeError, ("seq",)),
+    Bad("table of a float seq", dict(op="block_table", args=(0.0,)), TypeError, ("seq",)),
+    Bad("slots of a None seq", dict(op="slot_mapping", args=(None, [0])), TypeError, ("seq",)),
     Bad("ref_count past the pool", dict(op="ref_count", args=(8,)), ValueError, ("block",)),
     Bad("negative ref_count", dict(op="ref_count", args=(-1,)), ValueError, ("block",)),
     Bad("can_allocate negative", dict(op="can_allocate", args=(-4,)), ValueError, ("n_tokens",)),
