@@ -539,10 +539,33 @@ def test_rejects_bad_input(impl, bad):
                    state=lambda: {name: _cache_state(c) for name, c in caches.items()})
 
 
+def test_rejects_a_cache_too_full_in_any_layer(impl):
+    """A cache is too full for ``tokens`` when any of its layers lacks room for them, not only layer
+    0 (whose count is ``seq_len``): a reference ``KVCache``'s layers can be filled one at a time
+    through its own ``append``. forward then raises ValueError naming ``cache`` and changes no
+    layer (neither the stored K/V nor any layer's length). Skipped for a cache without that
+    per-layer ``append``/``lengths`` interface (there every forward fills all layers alike)."""
+    make, config = impl.get("Transformer"), impl.get("ModelConfig")
+    case = dataclasses.replace(_BAD_CASE, n_layers=2)
+    model = make(case.config(config), seed=0)
+    cache = model.new_cache(1, 4)
+    if not (callable(getattr(cache, "append", None)) and isinstance(getattr(cache, "lengths", None), list)):
+        pytest.skip("the cache has no per-layer append/lengths")
+    _logits(model, _ids([1]), cache)                      # every layer holds 1 of 4
+    kv = torch.ones(1, case.n_kv_heads, 2, case.head_dim or case.dim // case.n_heads, dtype=torch.float32)
+    cache.append(1, kv, kv)                               # the last layer holds 3 of 4: no room for 2
+    before = (_cache_state(cache), list(cache.lengths))
+    with pytest.raises(ValueError, match="cache"):
+        _logits(model, _ids([1, 2]), cache)
+    assert (_cache_state(cache), list(cache.lengths)) == before, "a rejected forward changed the cache"
+
+
 CONFIG_VALID = dict(vocab_size=64, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, max_seq_len=16)
 CONFIG_BAD = [
     Bad("n_kv_heads not dividing n_heads", dict(n_heads=4, n_kv_heads=3), ValueError, ("n_kv_heads",)),
     Bad("dim not a multiple of n_heads", dict(dim=30, n_heads=4), ValueError, ("head_dim",)),
+    # 34 // 4 = 8 is even: only the divisibility rule rejects it (30 // 4 = 7 is odd anyway)
+    Bad("dim not a multiple of n_heads, even quotient", dict(dim=34, n_heads=4), ValueError, ("head_dim",)),
     Bad("odd head_dim", dict(head_dim=7), ValueError, ("head_dim",)),
     Bad("zero vocab_size", dict(vocab_size=0), ValueError, ("vocab_size",)),
     Bad("negative max_seq_len", dict(max_seq_len=-1), ValueError, ("max_seq_len",)),
@@ -575,6 +598,24 @@ CONFIG_BAD = [
 def test_config_rejects_bad_fields(impl, bad):
     """ModelConfig rejects inconsistent or ill-typed fields, naming the field."""
     assert_rejects(impl.get("ModelConfig"), CONFIG_VALID, bad)
+
+
+CONFIG_EDGES = [dict(rope_theta=1.0 + 1e-9), dict(rope_theta=1.5), dict(rope_theta=2), dict(rope_theta=2.5),
+                dict(norm_eps=0.0), dict(norm_eps=0), dict(vocab_size=1), dict(n_layers=1), dict(max_seq_len=1),
+                dict(hidden_dim=1), dict(head_dim=2), dict(dim=30, n_heads=4, head_dim=8), dict(dim=1, head_dim=2),
+                dict(n_kv_heads=4), dict(n_kv_heads=1), dict(n_heads=1, n_kv_heads=1)]
+
+
+def test_config_accepts_the_edges_of_its_legal_ranges(impl):
+    """Every value just inside a legal range is accepted and kept as given: rope_theta is any
+    finite real > 1 (1 + 1e-9, 1.5, the int 2), norm_eps >= 0 (0 is legal), sizes >= 1, an even
+    head_dim >= 2, n_kv_heads anything dividing n_heads (n_heads itself, 1), and a dim that is not a
+    multiple of n_heads when head_dim is given."""
+    cls = impl.get("ModelConfig")
+    for change in CONFIG_EDGES:
+        cfg = cls(**{**CONFIG_VALID, **change})
+        for field, value in change.items():
+            assert getattr(cfg, field) == value, f"ModelConfig({change}).{field} = {getattr(cfg, field)!r}"
 
 
 TRANSFORMER_BAD = [
