@@ -47,6 +47,37 @@ def test_tokens_past_64_bits_are_exact(impl):
     assert c.allocate("b", [big + 1, 2, 9]) == 2 and c.block_table("b")[0] == table[0]
 
 
+@pytest.mark.parametrize("block_size", [1, 2, 3])
+def test_every_bit_of_every_token_keys_its_block(impl, block_size):
+    """A block is keyed by every bit of every token of its prefix: changing one bit of one token
+    (a low bit, or bit 31, 32, 48, 56 or 63 of a 64-bit id) makes the block holding that token
+    and every later one miss, while the blocks before it still hit. (A key built from part of a
+    token's bytes -- a 32-bit id, a misaligned 64-bit slice -- shares blocks between different
+    prompts.)"""
+    c = make(impl, 16, block_size)
+    tokens = [(i * 2654435761 + 12345) % 2**62 for i in range(3 * block_size + 1)]
+    table = cached(c, "a", tokens)
+    assert c.lookup(tokens) == table[:3]
+    for p in range(3 * block_size):
+        for bit in (0, 31, 32, 48, 56, 63):
+            other = list(tokens)
+            other[p] ^= 1 << bit
+            assert c.lookup(other) == table[:p // block_size], (p, bit)
+
+
+def test_the_smallest_pool_works(impl):
+    """Sizes are ints >= 1, bounds included: a pool of one block of one token caches, hits and
+    evicts like any other."""
+    c = make(impl, 1, 1)
+    assert cached(c, "a", [5]) == [0]
+    c.free("a")
+    assert c.is_cached(0) and c.lookup([5, 6]) == [0]
+    with pytest.raises(ValueError, match="out of blocks"):
+        c.allocate("b", [5, 6])                  # the hit and a fresh block: 2 > 1
+    assert c.allocate("c", [7]) == 0 and c.block_table("c") == [0] and c.ref_count(0) == 1
+    assert not c.is_cached(0) and c.lookup([5, 6]) == []
+
+
 def test_extra_key_isolates(impl):
     """The extra key (adapter id, cache salt) is part of the first block's hash, hence of every
     block's: a prompt cached under one key never hits under another, nor under None."""
@@ -268,6 +299,21 @@ def test_constructor_rejects_bad_input(impl, bad):
     assert_rejects(impl.get("PrefixCache"), dict(num_blocks=4, block_size=2), bad)
 
 
+# A bool is not a token wherever it stands and whatever tokens surround it (alone, among larger
+# ids, among many 0s and 1s, next to an id past 2**64), and tokens is a list or tuple, not any
+# iterable of ints (a range, a set, a numpy array): the rows allocate and lookup share.
+TOKEN_SHAPE_BAD = [
+    Bad("True alone", dict(tokens=[True]), TypeError, ("tokens",)),
+    Bad("False alone", dict(tokens=(False,)), TypeError, ("tokens",)),
+    Bad("True among larger ids", dict(tokens=[5, True, 9]), TypeError, ("tokens",)),
+    Bad("False among larger ids", dict(tokens=[7, 8, False]), TypeError, ("tokens",)),
+    Bad("a bool among many 0s and 1s", dict(tokens=[0, 1] * 6 + [True]), TypeError, ("tokens",)),
+    Bad("a bool next to an id past 2**64", dict(tokens=[2**64, False]), TypeError, ("tokens",)),
+    Bad("tokens a range", dict(tokens=range(1, 4)), TypeError, ("tokens",)),
+    Bad("tokens a set", dict(tokens={1, 2, 3}), TypeError, ("tokens",)),
+    Bad("tokens a numpy array", dict(tokens=np.array([1, 2, 3])), TypeError, ("tokens",)),
+]
+
 ALLOC_BAD = [
     Bad("live seq", dict(seq="a"), ValueError, ("seq",)),
     Bad("float seq", dict(seq=1.5), TypeError, ("seq",)),
@@ -276,6 +322,7 @@ ALLOC_BAD = [
     Bad("tokens a str", dict(tokens="12"), TypeError, ("tokens",)),
     Bad("float token", dict(tokens=[1, 2.0]), TypeError, ("tokens",)),
     Bad("negative token", dict(tokens=[1, -1]), ValueError, ("tokens",)),
+    *TOKEN_SHAPE_BAD,
     Bad("unhashable extra_key", dict(extra_key=["x"]), TypeError, ("extra_key",)),
     Bad("out of blocks", dict(tokens=[0] * 7), ValueError, ("out of blocks",)),
     Bad("out of blocks counting revived hits", {}, ValueError, ("out of blocks",)),  # built in the test
@@ -333,6 +380,7 @@ LOOKUP_BAD = [
     Bad("tokens None", dict(tokens=None), TypeError, ("tokens",)),
     Bad("bool token", dict(tokens=[1, True]), TypeError, ("tokens",)),
     Bad("numpy int token", dict(tokens=[1, np.int64(2), 3]), TypeError, ("tokens",)),
+    *TOKEN_SHAPE_BAD,
     Bad("float token", dict(tokens=[1, 2.0, 3]), TypeError, ("tokens",)),
     Bad("token >= 2**64 is legal, a negative one is not", dict(tokens=[2**64, -1]), ValueError, ("tokens",)),
     Bad("unhashable extra_key", dict(extra_key={}), TypeError, ("extra_key",)),
@@ -344,6 +392,22 @@ def test_lookup_rejects_bad_input(impl, bad):
     """lookup(tokens, extra_key): the same checks as allocate."""
     c = _cache(impl)
     assert_rejects(c.lookup, dict(tokens=[1, 2, 3], extra_key=None), bad, state=lambda: _state(c))
+
+
+TABLE_BAD = [
+    Bad("unknown seq", dict(seq="zz"), KeyError, ("zz",)),
+    Bad("float seq", dict(seq=1.5), TypeError, ("seq",)),
+    Bad("bool seq", dict(seq=True), TypeError, ("seq",)),
+    Bad("list seq", dict(seq=["a"]), TypeError, ("seq",)),
+]
+
+
+@bad_cases(TABLE_BAD)
+def test_block_table_rejects_bad_input(impl, bad):
+    """block_table(seq): seq an int or str (TypeError naming seq, though no live seq could match
+    it), live (KeyError showing its repr)."""
+    c = _cache(impl)
+    assert_rejects(c.block_table, dict(seq="a"), bad, state=lambda: _state(c))
 
 
 BLOCK_BAD = [
