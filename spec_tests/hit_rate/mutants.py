@@ -115,4 +115,11 @@ MUTANTS = [
           "< now) unless no other is: it is ranked a turn late.",
           "        arrived = [i for i in pending if reqs[i][0] <= now]\n",
           "        arrived = [i for i in pending if reqs[i][0] < now] or [i for i in pending if reqs[i][0] <= now][:1]\n"),
+    # found by a blind bug hunt (realistic slips written without reading this file)
+    Patch("lpm_probes_in_arrival_order",
+          "LPM probes the waiting requests in arrival order instead of index order: the LRU clock "
+          "of what two unchosen requests match is stamped in the other order, and the next eviction "
+          "takes the other one.",
+          "            match = {i: server.probe(reqs[i][1]) for i in sorted(arrived)}\n",
+          "            match = {i: server.probe(reqs[i][1]) for i in by_arrival}\n"),
 ]

@@ -312,6 +312,21 @@ def test_lpm_probes_refresh_lru(impl):
     assert r["hits"] == [0, 0, 0, 3, 4], r
 
 
+def test_lpm_probes_in_index_order(impl):
+    """LPM's probes are accesses made in index order (module doc), whatever the arrival order: of
+    two waiting requests that are not chosen, the one of lower index is probed first, so its match
+    is the less recently used. Room for 6 tokens: [1,1], [2,2], [3,3] cached; at t = 7.5 X = [1,1,5]
+    (index 4), Y = [2,2,5] (index 5) and Z = [3,3,5] (index 6, the first arrival) wait, all matching
+    2 tokens; Z is served and its new token evicts one leaf: X's [1,1] (probed before Y's [2,2]),
+    so Y then hits 2 and X none."""
+    sim = impl.get("simulate")
+    reqs = [(0.0, [1, 1]), (0.0, [2, 2]), (0.0, [3, 3]), (6.0, [3, 3]),
+            (6.3, [1, 1, 5]), (6.2, [2, 2, 5]), (6.1, [3, 3, 5])]
+    r = sim(reqs, policy="lpm", capacity=6, cost=_cost())
+    assert r["order"] == [0, 1, 2, 3, 6, 5, 4], r
+    assert r["hits"] == [0, 0, 0, 1, 0, 2, 2], r
+
+
 def test_lpm_keeps_hits_that_fcfs_evicts(impl):
     """A cache with room for one conversation, two interleaved conversations all waiting at 0:
     FCFS alternates and every request misses; LPM finishes one conversation's turns while it is
