@@ -80,4 +80,13 @@ MUTANTS = [
           "that was taken below it.",
           "        new.lock = child.lock  # the locks below it; it holds none itself\n",
           "        new.lock = child.lock\n        new.held = child.held\n", module="optimized"),
+    # found by a blind bug hunt (realistic slips written without reading this file)
+    Patch("match_touches_last_node_only",
+          "match_prefix touches only the node the walk ends at, not every node of its path: under LRU "
+          "this is invisible (a parent is used whenever its child is), under LFU a shared parent "
+          "counts too few uses and is evicted before a leaf used less often than its subtree.",
+          "        touch, now = self.policy.touch, self._clock\n        for nd in path:\n            touch(nd, now)\n"
+          "        if not path:\n            return MatchResult(0, array(\"q\"), self._empty)\n",
+          "        if not path:\n            return MatchResult(0, array(\"q\"), self._empty)\n"
+          "        self.policy.touch(node, self._clock)\n", module="optimized"),
 ]

@@ -188,6 +188,22 @@ def test_policy_plugged_in(impl):
     assert run(Hybrid(weight=1)) == [20, 21]
 
 
+def test_match_touches_every_node_of_the_path(impl):
+    """match_prefix touches every node of its path, root first, not only the node it ends at: under
+    LFU the shared parent [1] of [1, 2] and [1, 3] counts the matches of both (4 uses), more than
+    the leaf [0] (3 uses), so once [2] and [3] are gone [0] goes before [1]. A cache that touches
+    only the last node leaves [1] at its 2 inserts and evicts it first."""
+    c = cache(impl, 1, LFU())
+    c.insert([1, 2], [10, 11])
+    c.insert([1, 3], [10, 12])
+    c.match_prefix([1, 2])
+    c.match_prefix([1, 3])
+    c.insert([0], [20])
+    c.match_prefix([0])
+    c.match_prefix([0])
+    assert [ints(c.evict(1)) for _ in range(4)] == [[11], [12], [20], [10]]
+
+
 class _Tracking(LRU):
     """LRU that also records what the cache tells it: the keys it tracks (touch and copy add one,
     remove drops it) and the time of every touch."""
