@@ -11,6 +11,7 @@ Pinned examples name the mutant (spec_tests/attention/mutants.py) each one catch
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -172,6 +173,40 @@ def test_noncausal_invariant_to_key_permutation(impl, reference, device, case, d
     assert_metamorphic(permuted, out, ref, oracle, name="key-permuted output", inputs=dict(case=case))
 
 
+@settings(max_examples=_scaled(8))
+@given(case=attn_cases(max_len=40, max_work=16), extra=st.integers(1, 8),
+       block_q=st.integers(1, 20), block_k=st.integers(1, 20))
+def test_tiled_fully_masked_rows_are_zero_with_lse_minus_inf(impl, device, case, extra, block_q, block_k):
+    """The tiled form keeps the fully-masked-row rule for any tile sizes: a query that sees no key
+    (causal, q_len > kv_len: the first q_len - kv_len queries) outputs exactly 0 with lse = -inf,
+    never NaN (its running denominator stays 0: it must not be divided by)."""
+    case = AttnCase(**{**case.__dict__, "causal": True, "q_len": case.kv_len + extra})
+    out, lse = _run(impl.get("attention_tiled"), *case.tensors(device), case, return_lse=True,
+                    block_q=block_q, block_k=block_k)
+    assert torch.isfinite(out).all(), f"NaN/inf in the output (tiles {block_q} x {block_k})"
+    assert (out[:, :, :extra] == 0).all(), "fully masked rows must be exactly 0"
+    assert (lse[:, :, :extra] == -math.inf).all(), "fully masked rows must have lse = -inf"
+    assert torch.isfinite(lse[:, :, extra:]).all()
+
+
+@pytest.mark.choice("attention_tiled's default tiles: block_q = block_k = 16, bit for bit")
+@pytest.mark.parametrize("q_len,kv_len", [(33, 40), (20, 37)], ids=["33x40", "20x37"])
+def test_tiled_default_tiles_are_16(impl, device, q_len, kv_len):
+    """Omitting ``block_q`` / ``block_k`` is passing 16 (the docstring's default), bit for bit:
+    the tile sizes fix the order of the online softmax's float operations, so other defaults
+    give other roundings (lengths past one tile in both directions, ragged last tiles)."""
+    fn = impl.get("attention_tiled")
+    case = AttnCase(1, 2, 1, q_len, kv_len, 16, True, None, "float32", 41)
+    q, k, v = case.tensors(device)
+    got = fn(q, k, v, causal=True, return_lse=True)
+    for omit in ("block_q", "block_k"):
+        given_args = {"block_q": 16, "block_k": 16}
+        del given_args[omit]
+        want = fn(q, k, v, causal=True, return_lse=True, block_q=16, block_k=16)
+        part = fn(q, k, v, causal=True, return_lse=True, **given_args)
+        for a, b, c in zip(got, want, part):
+            assert torch.equal(a, b) and torch.equal(c, b), f"omitting {omit} must mean {omit}=16"
+
 @settings(max_examples=_scaled(12))
 @given(case=attn_cases(max_len=40, max_work=16), extra=st.integers(1, 8))
 def test_fully_masked_rows_are_zero_with_lse_minus_inf(impl, device, case, extra):
@@ -297,6 +332,7 @@ def test_rejects_bad_input(impl, device, bad):
 TILED_BAD = [
     Bad("zero block_q", dict(block_q=0), ValueError, ("block_q",)),
     Bad("negative block_k", dict(block_k=-4), ValueError, ("block_k",)),
+    Bad("zero block_k", dict(block_k=0), ValueError, ("block_k",)),
     Bad("float block_k", dict(block_k=4.0), TypeError, ("block_k",)),
     Bad("bool block_q", dict(block_q=True), TypeError, ("block_q",)),
     Bad("q rank 3 (tiled)", _with(q=lambda kw: kw["q"][0]), ValueError, ("q",)),
@@ -309,3 +345,32 @@ TILED_BAD = [
 def test_tiled_rejects_bad_input(impl, device, bad):
     """attention_tiled checks its inputs like attention, and block sizes are ints >= 1."""
     assert_rejects(impl.get("attention_tiled"), lambda: _valid(device), bad)
+
+
+# Another device, reachable on a CPU-only machine: "meta" tensors (shapes, no data); not in the
+# BAD tables, whose no-change check reads every tensor's data (as in spec_tests/paged_attention).
+ANOTHER_DEVICE = [
+    Bad("k and v on another device", _with(k=lambda kw: kw["k"].to("meta"), v=lambda kw: kw["v"].to("meta")),
+        ValueError, ("k",)),
+    Bad("v on another device", _with(v=lambda kw: kw["v"].to("meta")), ValueError, ("v",)),
+    Bad("q on another device", _with(q=lambda kw: kw["q"].to("meta")), ValueError, ("q",)),
+]
+
+
+@pytest.mark.parametrize("fn_name", ["attention", "attention_tiled"])
+@pytest.mark.parametrize("moved", ANOTHER_DEVICE, ids=[b.id for b in ANOTHER_DEVICE])
+def test_rejects_tensors_on_another_device(impl, device, fn_name, moved):
+    """q, k and v must be on one device: any on another raises ValueError naming it, before
+    anything is computed (the other device here is "meta", whose tensors hold no data, so an
+    implementation that does not check fails in a matmul or returns a meta tensor)."""
+    fn = impl.get(fn_name)
+    kwargs = moved.apply(_valid(device))
+    try:
+        fn(**kwargs)
+    except moved.error as exc:
+        assert all(re.search(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_])", str(exc)) for w in moved.words), (
+            f"input {moved.id!r}: the ValueError should name {moved.words}; it says: {exc}")
+    except Exception as exc:
+        raise AssertionError(f"input {moved.id!r}: expected ValueError, got {type(exc).__name__}: {exc}") from exc
+    else:
+        raise AssertionError(f"input {moved.id!r} was accepted; expected ValueError")
