@@ -371,6 +371,16 @@ VARLEN_BAD = [
     Bad("k dtype differs", _with(k=lambda kw: kw["k"].double()), TypeError, ("k",)),
     Bad("head_dim 0", _with(q=lambda kw: kw["q"][..., :0], k=lambda kw: kw["k"][..., :0],
                             v=lambda kw: kw["v"][..., :0]), ValueError, ("head_dim",)),
+    # The checks are of the whole packed tensors, not of the sequences the loop happens to visit:
+    # k and v rows beyond what cu_seqlens_k describes, and bad arguments when no sequence has a
+    # query (an all-empty q, legal by itself), are rejected all the same.
+    Bad("k and v lengths differ", _with(v=lambda kw: torch.cat([kw["v"], kw["v"][:1]])), ValueError, ("k", "v")),
+    Bad("negative window, no queries", _with(q=lambda kw: kw["q"][:0], cu_seqlens_q=_cu(0, 0, 0),
+                                             window=lambda kw: -1), ValueError, ("window",)),
+    Bad("heads not a multiple, no queries", _with(q=lambda kw: kw["q"][:0, :3], cu_seqlens_q=_cu(0, 0, 0)),
+        ValueError, ("q",)),
+    Bad("k dtype differs, no queries", _with(q=lambda kw: kw["q"][:0], cu_seqlens_q=_cu(0, 0, 0),
+                                             k=lambda kw: kw["k"].double()), TypeError, ("k",)),
 ]
 
 
