@@ -1,5 +1,23 @@
 """Surviving mechanical variants of reference/paged_attention.py that are not gaps of the spec (read
-by ``conformance.mechanical.triage`` as data). Key: (module, the source line, the change)."""
+by ``conformance.mechanical.triage`` as data). Key: (module, the source line, the change).
+
+Gaps closed since (no entry here): the reference leaves no check to the attention it runs per
+sequence -- with batch 0 there is none, and a dropped scale, head_dim, heads or window check
+accepted bad input (test_rejects_bad_input_without_sequences; kills reference mech 4, 9, 10, 85);
+a cache with zero kv heads (bad-input row "zero kv heads"; a check of ``kv_heads < 0`` or
+``< 1 and ...`` divides by zero: kills 23, 76); q and caches whose last dimension is not
+contiguous (test_inputs_of_any_strides; kills optimized 103, which skipped the copy to unit
+stride).
+
+Left open (untriaged): optimized ``return q.device.type == "cpu" and INTERPRET`` (and -> or)
+differs only for CPU tensors without TRITON_INTERPRET, which the test plugin always sets on a
+machine without a GPU (a subprocess test without it would see the kernel fail); the CUDA-only
+``num_warps`` 3/5 of decode_config and of the merge launch (the interpreter ignores num_warps;
+whether Triton on a GPU accepts a warp count that is not a power of two is unchecked); and the
+MAX_ROWS test read as ``q_len / group`` or with ``q.shape[0]`` (batch) for q_len (a kernel of more
+than 128 rows, which no test draws: q_len * group <= 16 in the strategies; a resource question on
+a GPU).
+"""
 _LSE = "lse[b] = lb[0].transpose(0, 1)"
 
 TRIAGE = {
@@ -16,4 +34,58 @@ TRIAGE = {
     ("reference", "b, i = bad.nonzero()[0].tolist()", "0 -> -1"): (
         "equivalent", "the message quotes the last bad block id instead of the first; the contract fixes the "
                       "error type and that it names block_tables, not which bad entry it quotes"),
+    ("reference", "return 0 if window is None else max(0, seq_len - q_len - window)",
+     "max(a, b, ...) -> max(b, a, ...)"): ("equivalent", "max of two ints is symmetric"),
+    ("reference", "out[b] = ob[0].transpose(0, 1)", "transpose(a, b, ...) -> transpose(b, a, ...)"): (
+        "equivalent", "transpose(1, 0) is transpose(0, 1): a swap of two dimensions is symmetric"),
+    ("reference", 'ob, lb = attention(q4[b].transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],', "transpose(a, b, ...) -> transpose(b, a, ...)"): (
+        "equivalent", "transpose(1, 0) is transpose(0, 1): a swap of two dimensions is symmetric"),
+    ("reference", 'ob, lb = attention(q4[b].transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],', "transpose(a, b, ...) -> transpose(b, a, ...) (#2)"): (
+        "equivalent", "transpose(1, 0) is transpose(0, 1): a swap of two dimensions is symmetric"),
+    ("reference", 'ob, lb = attention(q4[b].transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None],', "transpose(a, b, ...) -> transpose(b, a, ...) (#3)"): (
+        "equivalent", "transpose(1, 0) is transpose(0, 1): a swap of two dimensions is symmetric"),
+    ("reference", "out[b] = ob[0].transpose(0, 1)", "0 -> -1 (#2)"): (
+        "equivalent", "ob comes from attention over a batch of one, so ob[-1] is ob[0]"),
+    ("reference", "out, lse = out[:, 0], lse[:, 0]", "0 -> -1"): (
+        "equivalent", "this branch runs for a rank-3 q, unsqueezed to q_len 1, so out[:, -1] is out[:, 0]"),
+    ("reference", "if seq_lens.shape[0] != batch:", "0 -> -1"): (
+        "equivalent", "seq_lens was checked to be 1-d just above (check_tensor ndim=1): shape[-1] is shape[0]"),
+    # -- optimized/paged_attention.py ------------------------------------------------------------
+    ("optimized", "splits = max(1, min(splits, tiles, MAX_SPLITS))", "max(a, b, ...) -> max(b, a, ...)"): (
+        "equivalent", "max of two ints is symmetric"),
+    ("optimized", "lo = tl.maximum(seq_len - q_len - left, 0)", "maximum(a, b, ...) -> maximum(b, a, ...)"): (
+        "equivalent", "the elementwise max of two ints is symmetric"),
+    ("optimized", "m = tl.max(lse, 0)", "0 -> -1"): (
+        "equivalent", "lse is 1-d (BLOCK_S): its axis -1 is its axis 0"),
+    ("optimized", "out, lse = out[:, 0], lse[:, 0]", "0 -> -1 (#4)"): (
+        "equivalent", "this branch runs for a rank-3 q, unsqueezed to q_len 1, so lse[:, -1] is lse[:, 0]"),
+    ("optimized", "decode = q.dim() == 3", "== -> !="): (
+        "outside the contract", "the line of paged_attention_unchecked (the benchmarks' and engines' entry, not in "
+                                "__all__): paged_attention, the contract's name, has its own copy of it"),
+    ("optimized", "out, lse = out[:, 0], lse[:, 0]", "0 -> 1"): (
+        "outside the contract", "the line of paged_attention_unchecked (not in __all__); paged_attention's own "
+                                "copy is a later line"),
+    ("optimized", 'if q.device.type == "cuda":', "== -> !="): (
+        "equivalent", "dispatch only: on CPU under the interpreter the variant returns `not INTERPRET and ...` = False, "
+                      "on CUDA `q.device.type == 'cpu' and ...` = False, so every call takes the reference's "
+                      "PyTorch path, the same contract (only speed differs, which the spec does not measure)"),
+    ("optimized", "q_len = 1 if q.dim() == 3 else q.shape[1]", "1 -> 2"): (
+        "equivalent", "dispatch only: a decode step with group 65..128 goes to the reference's PyTorch path "
+                      "instead of the kernel: the same contract, only speed differs"),
+    ("optimized", "tiles = max(1, -(-span // block_n))", "1 -> 2"): (
+        "equivalent", "differs only when the visible span fits one tile: then either one split longer than "
+                      "needed (its loop stops at seq_len: the same tiles) or a second, empty split (lse -inf, weight "
+                      "2^-inf = 0), whose merge with the one real split returns its o and lse bit for bit "
+                      "(w = 1, denom = 1; a blind row stays 0 / -inf)"),
+    ("optimized", "splits = max(1, min(splits, tiles, MAX_SPLITS))", "1 -> 2"): (
+        "equivalent", "a plan with at least 2 splits where the shapes chose 1 (tiles >= 2; with 1 tile "
+                      "ceil(1 / ceil(1 / 2)) is still 1 split): split-KV with an exact merge is the same function, "
+                      "the split count a scheduling choice no contract rule or pinned choice fixes (rounding "
+                      "within the tolerance rule)"),
+    ("optimized", 'return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)', "2 -> 3"): (
+        "equivalent", "CUDA-only config (decode_config returns the interpreter's first); num_stages is the GPU "
+                      "software-pipelining depth: the tiles, hence the arithmetic, are unchanged"),
+    ("optimized", 'return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)', "4 -> 5 (#3)"): (
+        "equivalent", "CUDA-only config: programs = 5 x SMs only changes plan's split count, a scheduling choice "
+                      "(the split-KV merge is exact math; rounding within the tolerance rule)"),
 }

@@ -192,6 +192,8 @@ BAD = [
     Bad("zero block_size", _with(k_cache=lambda kw: kw["k_cache"][:, :0], v_cache=lambda kw: kw["v_cache"][:, :0]),
         ValueError, ("k_cache",)),
     Bad("heads not a multiple", _with(q=lambda kw: kw["q"][:, :3]), ValueError, ("heads",)),
+    Bad("zero kv heads", _with(k_cache=lambda kw: kw["k_cache"][:, :, :0], v_cache=lambda kw: kw["v_cache"][:, :, :0]),
+        ValueError, ("heads",)),
     Bad("head_dim differs", _with(q=lambda kw: kw["q"][..., :8]), ValueError, ("head_dim",)),
     Bad("float block_tables", _with(block_tables=lambda kw: kw["block_tables"].float()), TypeError, ("block_tables",)),
     Bad("block_tables rank 1", _with(block_tables=lambda kw: kw["block_tables"][0]), ValueError, ("block_tables",)),
@@ -224,6 +226,28 @@ def test_rejects_bad_input(impl, bad):
     argument (the table's too-short row names block_tables and seq_lens), before anything is
     computed and without modifying an argument. A used block id must lie in [0, num_blocks)."""
     assert_rejects(impl.get("paged_attention"), _valid, bad)
+
+
+def _valid_no_sequences():
+    """A valid call with batch 0: no sequence, so nothing to compute (q (0, 4, 16), a table of no
+    rows, no lengths) over the same caches."""
+    kw = _valid()
+    return dict(kw, q=kw["q"][:0], block_tables=kw["block_tables"][:0], seq_lens=kw["seq_lens"][:0])
+
+
+# the rows of BAD that make sense without a sequence
+BAD_NO_SEQUENCES = [b for b in BAD if b.id in (
+    "q rank 2", "integer q", "caches float32, q float16", "v_cache shape differs", "zero block_size",
+    "heads not a multiple", "zero kv heads", "head_dim differs", "float block_tables", "float seq_lens",
+    "negative window", "float window", "bool window", "nan scale", "string scale")]
+
+
+@bad_cases(BAD_NO_SEQUENCES)
+def test_rejects_bad_input_without_sequences(impl, bad):
+    """The checks do not depend on there being work: with batch 0 (an empty decode step) every
+    bad argument is still rejected, TypeError/ValueError naming it, as with sequences (an
+    implementation that leaves a check to the attention it runs per sequence misses it here)."""
+    assert_rejects(impl.get("paged_attention"), _valid_no_sequences, bad)
 
 
 # Another device, reachable on a CPU-only machine: "meta" tensors (shapes, no data). Not in the
@@ -283,6 +307,23 @@ def test_caches_may_be_views_of_one_kv_buffer(impl, device):
 
     _check(impl, PagedCase((21, 40), 0, 4, 2, 16, 8, None, "bfloat16", 41, shared_blocks=1), device,
            rewrite=interleave)
+
+
+def test_inputs_of_any_strides(impl, device):
+    """q and the caches may be views whose last dimension is not contiguous (every other element
+    of a wider buffer, whose other elements are NaN): the same result as contiguous inputs.
+    Nothing in the contract asks for contiguity; a kernel that assumes unit stride must copy."""
+    def spread(t):
+        return torch.stack([t, torch.full_like(t, math.nan)], dim=-1)[..., 0]
+
+    def strided(x):
+        q, k, v = spread(x.q), spread(x.k_cache), spread(x.v_cache)
+        assert q.stride(-1) == k.stride(-1) == v.stride(-1) == 2
+        return q, k, v, x.block_tables, x.seq_lens
+
+    _check(impl, PagedCase((21, 7), 0, 4, 2, 16, 4, None, "float16", 43, shared_blocks=1), device,
+           rewrite=strided)
+    _check(impl, PagedCase((30, 3), 2, 4, 1, 16, 8, 9, "bfloat16", 44), device, rewrite=strided)
 
 
 # ------------------------------------------------------------------------- GPU, natively
