@@ -101,8 +101,9 @@ of range or ``len(slots) != len(tokens)`` (``ValueError``) -- every element is c
 the partial last page that is cut off included; ``extra_key`` not None/str/int
 (``TypeError``); ``page_size`` / ``n_tokens`` not an int (``TypeError``) or below 1 / 0
 (``ValueError``); a ``policy`` without the protocol's methods (``TypeError``). Each names the
-argument. (A bool is not a token id; an implementation may reject it or read it as 0/1: checking
-every element's type costs more than the lookup, and the optimized cache does not.)
+argument. (A bool is neither a token id nor a slot; an implementation may reject it or read it as
+0/1, in ``tokens`` and in ``slots``: checking every element's type costs more than the lookup, and
+the optimized cache does not.)
 
 This reference is a naive store, on purpose: a flat list of *segments*, one per node, each holding
 its whole key from the root (the cached sequence it ends) and the slots of its own run. Matching
