@@ -1,9 +1,98 @@
-"""Surviving mechanical variants of reference/speculative.py that are not gaps of the spec (read by
-``conformance.mechanical.triage`` as data). Key: (module, the source line, the change)."""
+"""Surviving mechanical variants of reference/speculative.py and optimized/speculative.py that are
+not gaps of the spec (read by ``conformance.mechanical.triage`` as data). Key: (module, the source
+line, the change).
+
+Gaps the first sampled runs found, closed since (no entry here): an error message that names the
+argument without starting with it ("target_probs" with no positions blamed on draft_tokens:
+_starts_with_the_name in test_rejects_bad_input / test_rejects_bad_randomness); a negative entry
+compensated so the total is still 1, or a float64 one too small for float32 (-1e-300) (rows of
+BAD); the draft_lens message naming a valid row before the bad one (rows "draft_lens > γ ...":
+"row 1"); the generator's device unchecked (the "generator on another device" row of
+test_rejects_arguments_on_another_device, every tensor on "meta"); the inverse CDF of a residual
+whose total is one subnormal (the pinned case "a residual of one subnormal ...").
+
+Messages: the contract asks a message to START with the argument's name, with the [row, position]
+for values; its wording past that is not the contract (entries below say "wording"), nor which of
+several bad positions it names.
+
+optimized/speculative.py: ``verify`` is the contract; ``verify_with``, ``verify_traced``,
+``VerifyConfig`` and ``DrawTrace`` are public but no contract name, and the Triton draw with its
+redraw of flagged rows runs from ``verify`` only on CUDA (the mechanical run hides the GPU; on the
+CPU only ``verify_with(config=VerifyConfig(draw="triton"))`` under TRITON_INTERPRET=1 reaches it:
+spec_tests/bundled/test_speculative_triton.py, never run against a submission). Entries of that
+kind say "outside the contract".
+"""
+
+_CHUNKS = ("_sums_mins chunks the batch rows only; each position's total and minimum are reductions over "
+           "its own vocab entries, so any chunking gives the same values")
+_REDRAW = ("the redraw of the Triton kernel's flagged rows (_draw_triton) runs only when _use_triton: on CUDA "
+           "from verify, on the CPU only through verify_with/verify_traced with draw='triton' under "
+           "TRITON_INTERPRET=1 (spec_tests/bundled/test_speculative_triton.py)")
 
 TRIAGE = {
     ("reference",
      "return int(inverse_cdf(weights[None], torch.tensor([v], dtype=torch.float64, device=weights.device))[0])",
      "0 -> -1"): (
         "equivalent", "inverse_cdf of a batch of one returns a 1-element tensor: index 0 is index -1"),
+    ("reference", 'raise ValueError(f"{name}[{r}, {i}] is not a probability vector: it holds NaN or inf")',
+     "drop `raise ValueError(f'{name}[{r}, {i}] is not a probability vec`"): (
+        "equivalent", "the two raises that follow still raise ValueError starting with name[r, i] for the same "
+                      "position (NaN fails m < 0 and reaches 'sums to nan'; -inf is 'a negative entry'; +inf "
+                      "'sums to inf'): wording"),
+    ("reference", "if m < 0:", "< -> <="): (
+        "equivalent", "only a position whose sum is off and whose minimum is exactly 0 changes: it is still a "
+                      "ValueError starting with name[r, i], saying 'negative entry (0)' for 'sums to ...': wording"),
+    ("reference", "ok = finite & (mins >= 0) & ((sums - 1).abs() <= tol)", "<= -> <"): (
+        "equivalent", "|sums - 1| = tol is unreachable: near 1 (within 1e-2) the float64 sums lie in [0.5, 2], "
+                      "so sums - 1 is exact and a multiple of 2**-53, while no tolerance (1e-6, 1e-4, 1e-2 as "
+                      "float64) is one (2**53 * tol is not an integer)"),
+    ("reference", "r, i = (int(v) for v in bad.nonzero()[0])", "0 -> -1"): (
+        "equivalent", "names the last bad active position instead of the first: with one bad position the same "
+                      "message; with several, the contract asks for the name and a bad [row, position], not which"),
+    ("reference", "r, i = (int(v) for v in bad.nonzero()[0])", "0 -> -1 (#2)"): (
+        "equivalent", "names the last bad active draft token instead of the first: with one the same message; "
+                      "with several, the contract asks for the name and a bad [row, position], not which"),
+    ("reference", "r = int(((lens < 0) | (lens > gamma)).nonzero()[0])", "0 -> -1"): (
+        "equivalent", "names the last bad row of draft_lens instead of the first: with one the same message; with "
+                      "several, the contract does not say which"),
+    ("reference", "k, token = _verify_row(p[r, :n + 1], None if q is None else q[r, :n], x, u[r][:n], u[r][a.gamma],",
+     "1 -> 2"): (
+        "equivalent", "_verify_row reads p[0 .. n] and p.shape[1] only: one more target position (clipped at "
+                      "γ + 1) is passed and never read"),
+    ("optimized", 'return os.environ.get("TRITON_INTERPRET") == "1"', "== -> !="): (
+        "outside the contract", "_interpreter_on is asked only when draw == 'triton' off CUDA, which verify (draw "
+                                "'auto') never passes: only verify_with/verify_traced, no contract name"),
+    ("optimized", "if config is None:", "is -> is not"): (
+        "outside the contract", "_checked serves verify_with and verify_traced only; verify passes DEFAULT itself"),
+    ("optimized", "if g > 0:", "> -> >="): (
+        "equivalent", "with g = 0 the branch computes the same k: gathers and argmax over an empty position "
+                      "dimension, and cumprod/sum over it give int64 zeros, what the else branch makes "
+                      "(checked with greedy rows too)"),
+    ("optimized", "validation_chunk_bytes: int = 2 << 20  # CPU validation: rows per chunk so that a chunk stays in",
+     "2 -> 3"): ("equivalent", _CHUNKS),
+    ("optimized", 'step = max(1, chunk_bytes // per_row) if probs.device.type == "cpu" else probs.shape[0]', "== -> !="): ("equivalent", _CHUNKS),
+    ("optimized", 'step = max(1, chunk_bytes // per_row) if probs.device.type == "cpu" else probs.shape[0]', "1 -> 0"): (
+        "equivalent", "max(0, c) differs from max(1, c) only for c = 0, and the split takes max(1, step); " + _CHUNKS),
+    ("optimized", 'step = max(1, chunk_bytes // per_row) if probs.device.type == "cpu" else probs.shape[0]', "0 -> -1"): (
+        "equivalent", "off the CPU only (then vocab rows per chunk instead of all); " + _CHUNKS),
+    ("optimized", "for chunk in probs.split(max(1, step)) if probs.shape[0] else [probs]:",
+     "max(a, b, ...) -> max(b, a, ...)"): ("equivalent", "max is symmetric"),
+    ("optimized", "mins.append(chunk.amin(dim=2) if chunk.shape[2] else chunk.sum(dim=2))", "2 -> 3 (#3)"): (
+        "equivalent", "the sum branch runs only for vocab 0, which check_inputs rejects first (vocab >= 1)"),
+    ("optimized", "ri = rejected.nonzero().squeeze(1)", "1 -> 0"): (
+        "equivalent", "nonzero() is (m, 1) with m >= 1 (rejected.any()): squeeze(0) gives (1,) for m = 1 and "
+                      "leaves (m, 1) otherwise, and advanced indexing with (m, 1) index tensors reads and writes "
+                      "the same m elements of weights"),
+    ("optimized", "weights[at] = (weights[at] - 1).clamp(min=0)", "1 -> 2"): (
+        "equivalent", "a sampled row is rejected at x only if u >= p(x), so p(x) < 1 and both p(x) - 1 and p(x) - 2 "
+                      "clamp to 0; a greedy row's token is the argmax taken before this line"),
+    ("optimized", 'got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(fi.numel()), cpu(k), cpu(k < lens),', "_draw_torch(a, b, ...) -> _draw_torch(b, a, ...)"): ("outside the contract", _REDRAW),
+    ("optimized", 'got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(fi.numel()), cpu(k), cpu(k < lens),', "< -> <="): ("outside the contract", _REDRAW),
+    ("optimized", "cpu = lambda t: None if t is None else t[fi].cpu()  # noqa: E731", "is -> is not"): (
+        "outside the contract", _REDRAW),
+    ("optimized", 'trace = DrawTrace("torch", None, 0)', "DrawTrace(a, b, ...) -> DrawTrace(b, a, ...)"): (
+        "outside the contract", "the trace is returned by verify_traced only; verify returns the Verified alone"),
+    ("optimized", "if not (isinstance(self.block_v, int) and self.block_v >= 1 and self.block_v & (self.block_v - 1) == 0):",
+     ">= -> >"): (
+        "outside the contract", "VerifyConfig is no contract name; verify uses DEFAULT (block_v 1024), never block_v 1"),
 }

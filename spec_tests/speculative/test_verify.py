@@ -18,6 +18,7 @@ import torch
 from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases, set_entry
+from conformance.implementation import NotImplementedInImpl
 from conformance.strategies import DTYPES, generator
 from reference.speculative import SUM_TOLERANCE
 from spec_tests.speculative.strategies import BatchCase, batch_cases
@@ -109,6 +110,12 @@ PINNED = {
               greedy=[True]), [[1, 0, PAD]], [1], "greedy_sampled_match"),
     "γ = 0: one token from p_0": Pin(
         _case([[[.25, .25, .5]]], None, [[]], [[0.3]]), [[1]], [0], "bonus_skipped"),
+    # a residual whose total is the smallest subnormal: v * C_last rounds up to C_last, so no
+    # C_t exceeds it; the token is still the residual's one support token (not past it, nor the
+    # last id). p sums to 1 - 8e-7 (within float64's tolerance), and u is far above p/q.
+    "a residual of one subnormal draws its support token, wherever it stands": Pin(
+        _case([[[.5 - 8e-7, 5e-324, .5], [1, 0, 0]]], [[[.5, 0, .5]]], [[0]], [[0.9999999, 0.75]]),
+        [[1, PAD]], [0], "(mechanical: optimized _inverse_cdf's fallback to the last positive weight)"),
 }
 
 
@@ -471,6 +478,11 @@ def _with(name, make):
     return lambda kw: {**kw, name: make(kw[name])}
 
 
+def _set(t, where, values):
+    t[where] = torch.tensor(values, dtype=t.dtype)
+    return t
+
+
 def _uniforms(values):
     return lambda kw: {**kw, "uniforms": torch.tensor(values, device=kw["target_probs"].device)}
 
@@ -482,12 +494,24 @@ BAD = [
     Bad("target_probs no positions", lambda kw: {**kw, "target_probs": kw["target_probs"][:, :0].clone()},
         ValueError, ("target_probs",)),
     Bad("target_probs negative", set_entry("target_probs", (1, 2, 3), -0.25), ValueError, ("target_probs", "negative")),
+    # a negative entry is rejected however the rest compensates it (the sum still 1) and however
+    # small it is (a float64 -1e-300, which float32 would round to -0.0)
+    Bad("target_probs negative, summing to 1", set_entry("target_probs", (1, 2), torch.tensor([-.25, 1.25, 0, 0, 0])),
+        ValueError, ("target_probs", "negative")),
+    Bad("target_probs float64, a tiny negative entry",
+        _with("target_probs", lambda t: _set(t.double(), (1, 2), [.5, .5, 0, -1e-300, 0])), ValueError,
+        ("target_probs", "negative")),
     Bad("target_probs NaN", set_entry("target_probs", (0, 1, 0), math.nan), ValueError, ("target_probs", "NaN")),
     Bad("target_probs +inf", set_entry("target_probs", (0, 0, 0), math.inf), ValueError, ("target_probs",)),
     Bad("target_probs sums to 1/2", _with("target_probs", lambda t: t / 2), ValueError, ("target_probs", "sums")),
     Bad("target_probs are logits", _with("target_probs", lambda t: torch.log(t)), ValueError, ("target_probs",)),
     Bad("target_probs bonus position sums to 2", set_entry("target_probs", (1, 2), 0.4), ValueError, ("target_probs",)),
     Bad("draft_probs negative", set_entry("draft_probs", (0, 1, 2), -0.5), ValueError, ("draft_probs", "negative")),
+    Bad("draft_probs negative, summing to 1", set_entry("draft_probs", (0, 1), torch.tensor([.5, -.5, 1, 0, 0])),
+        ValueError, ("draft_probs", "negative")),
+    Bad("draft_probs float64, a tiny negative entry",
+        _with("draft_probs", lambda t: _set(t.double(), (0, 0), [0, 1, -1e-300, 0, 0])), ValueError,
+        ("draft_probs", "negative")),
     Bad("draft_probs NaN", set_entry("draft_probs", (1, 0, 4), math.nan), ValueError, ("draft_probs",)),
     Bad("draft_probs sums to 2", _with("draft_probs", lambda t: t * 2), ValueError, ("draft_probs", "sums")),
     Bad("draft_probs γ mismatch", _with("draft_probs", lambda t: torch.cat([t, t[:, :1]], 1)), ValueError, ("draft_probs",)),
@@ -503,7 +527,8 @@ BAD = [
     Bad("draft_tokens batch mismatch", _with("draft_tokens", lambda t: t[:1].clone()), ValueError, ("draft_tokens",)),
     Bad("draft_tokens = vocab", set_entry("draft_tokens", (1, 1), 5), ValueError, ("draft_tokens",)),
     Bad("draft_tokens negative", set_entry("draft_tokens", (0, 0), -1), ValueError, ("draft_tokens",)),
-    Bad("draft_lens > γ", dict(draft_lens=[2, 3]), ValueError, ("draft_lens",)),
+    Bad("draft_lens > γ", dict(draft_lens=[2, 3]), ValueError, ("draft_lens", "row 1")),
+    Bad("draft_lens > γ after a row of 0", dict(draft_lens=[0, 3]), ValueError, ("draft_lens", "row 1")),
     Bad("draft_lens negative", dict(draft_lens=[-1, 2]), ValueError, ("draft_lens",)),
     Bad("draft_lens one per row", dict(draft_lens=[2]), ValueError, ("draft_lens",)),
     Bad("draft_lens float", dict(draft_lens=[2.0, 1.0]), TypeError, ("draft_lens",)),
@@ -525,7 +550,16 @@ def test_rejects_bad_input(impl, device, bad):
     """A clear ValueError/TypeError naming the argument (and the [row, position] for values); the
     inputs and the generator's state are unchanged (nothing is drawn by a rejected call)."""
     gen = torch.Generator(device=device).manual_seed(7)
-    assert_rejects(impl.get("verify"), _valid(device, gen), bad, state=lambda: gen.get_state().tolist())
+    exc = assert_rejects(impl.get("verify"), _valid(device, gen), bad, state=lambda: gen.get_state().tolist())
+    _starts_with_the_name(exc, bad)
+
+
+def _starts_with_the_name(exc, bad):
+    """The module doc: a message STARTS with the argument's name (a message about another argument
+    that merely mentions this one, e.g. "draft_tokens must have shape ... to match target_probs",
+    blames the wrong argument)."""
+    assert str(exc).startswith(bad.words[0]), (
+        f"bad input {bad.id!r}: the message should start with {bad.words[0]!r}; it says: {exc}")
 
 
 BAD_RANDOMNESS = [
@@ -551,20 +585,29 @@ ANOTHER_DEVICE = [
         ("draft_tokens",)),
     Bad("draft_probs on another device", _with("draft_probs", lambda t: t.to("meta")), ValueError,
         ("draft_probs",)),
+    # every tensor moved, the generator left behind: it is on another device than target_probs
+    Bad("generator on another device", lambda kw: {**kw, **{k: kw[k].to("meta") for k in
+                                                            ("target_probs", "draft_probs", "draft_tokens")}},
+        ValueError, ("generator",)),
 ]
 
 
 @pytest.mark.parametrize("moved", ANOTHER_DEVICE, ids=[b.id for b in ANOTHER_DEVICE])
 def test_rejects_arguments_on_another_device(impl, device, moved):
-    """draft_tokens or draft_probs on another device than target_probs raises ValueError naming
-    it (the module doc), before anything is read: the other device is "meta", whose tensors hold
-    no data, so an implementation that does not check fails otherwise (or reads nothing)."""
+    """draft_tokens or draft_probs on another device than target_probs, or a generator on another
+    device than target_probs (every tensor moved), raises ValueError naming it (the module doc),
+    before anything is read: the other device is "meta", whose tensors hold no data, so an
+    implementation that does not check fails otherwise (or reads nothing)."""
+    impl.get("verify")(**_valid(device, torch.Generator(device=device).manual_seed(7)))  # a stub skips here
     kwargs = moved.apply(_valid(device, torch.Generator(device=device).manual_seed(7)))
     try:
         impl.get("verify")(**kwargs)
     except moved.error as exc:
         assert all(re.search(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_])", str(exc)) for w in moved.words), (
             f"input {moved.id!r}: the ValueError should name {moved.words}; it says: {exc}")
+    except NotImplementedInImpl as exc:   # NotImplementedError of reading a meta tensor, not a stub
+        raise AssertionError(f"input {moved.id!r}: expected ValueError, the call read the meta tensors' "
+                             f"data (NotImplementedError: {exc.__cause__})") from exc
     except Exception as exc:
         raise AssertionError(f"input {moved.id!r}: expected ValueError, got {type(exc).__name__}: {exc}") from exc
     else:
@@ -575,7 +618,7 @@ def test_rejects_arguments_on_another_device(impl, device, moved):
 def test_rejects_bad_randomness(impl, device, bad):
     """verify needs a torch.Generator on the probabilities' device or uniforms of shape
     (batch, γ + 1) in [0, 1) (TypeError for the wrong kind, ValueError for a wrong value)."""
-    assert_rejects(impl.get("verify"), _valid(device), bad)
+    _starts_with_the_name(assert_rejects(impl.get("verify"), _valid(device), bad), bad)
 
 
 @pytest.mark.gpu
