@@ -119,7 +119,12 @@ PINNED = {
 }
 
 
-@pytest.mark.parametrize("name", list(PINNED))
+# A residual whose total is one float64 subnormal is all zero in float32: a float32 verifier (vLLM)
+# legitimately falls back to p's support there, so that case pins the reference's float64 choice only.
+LAW_PINNED = [n for n in PINNED if "subnormal" not in n]
+
+
+@pytest.mark.parametrize("name", LAW_PINNED)
 def test_pinned_rule_law(impl, device, name):
     """The same hand-made cases, judged by the law: the acceptance count the threshold min(1, p/q)
     gives (a uniform within float32 rounding of a threshold may go either way; a draft of target
