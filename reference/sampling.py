@@ -7,7 +7,8 @@ Two functions are the contract:
            uniforms=None) -> tokens (batch,) int64
 
 ``sampling_probs`` returns the exact distribution ``sample`` must draw from; the tests hold every
-sampler to it (exactly, with explicit uniforms, and statistically, with a generator).
+sampler to it (its support exactly, for any uniforms; its frequencies statistically, with a
+generator). How a token is drawn from it is the reference's choice (below).
 
 Pinned order, per row (each row has its own parameters, see :class:`SamplingParams`)::
 
@@ -53,18 +54,38 @@ far per row: ``prompt_tokens`` / ``output_tokens`` are None, a sequence of ``bat
 sequences (lists or 1-D integer tensors, ragged allowed), or one 2-D INTEGER tensor (batch, L) (a
 float, bool or 3-D tensor is a TypeError); every id in [0, vocab).
 
-Sampling is inverse-CDF in token-id order: with u in [0, 1) per row (drawn as float64 from
-``generator``, or given as ``uniforms``) the token is the smallest t with
-C_t > u * C_{vocab-1}, where C = cumsum(probs) in token-id order (the last token with positive
-probability if rounding leaves none: u = 1 - 2^-40 rounds to 1.0 in float32, and a float32 C may
-end below it). So u = 0 (legal) draws the first token with positive probability, and no u ever
-draws a token of probability 0. The same u always gives the same token, so ``uniforms``
-makes any sampler testable exactly. The generator is consumed exactly as :func:`draw_uniforms`
-does, once per call after validation: ``torch.rand(batch, generator=generator,
-dtype=torch.float64, device=logits.device)`` (greedy rows included; nothing else is drawn).
-So ``sample(..., generator=g)`` == ``sample(..., uniforms=<that draw from a generator in g's
-state>)``, and g ends in the state that draw leaves it in: float32 uniforms or
-``torch.multinomial`` are other draws, not this one.
+The draw (the law). ``sample`` draws one token per row from ``sampling_probs``:
+- every token it returns, for any generator or uniforms (u = 0 and u just below 1 included), is an
+  int64 id with positive probability under ``sampling_probs``. So a greedy row (T = 0) returns its
+  argmax, ties to the SMALLEST id: the one-hot is that row's distribution, so this tie rule is law
+  here, not a choice;
+- with a ``generator``, the tokens follow ``sampling_probs`` and the rows are independent draws;
+  the generator is the only randomness: the same generator state gives the same tokens, each call
+  draws afresh from the generator's current state (a decode loop must not repeat itself), and the
+  global RNG is never touched;
+- with ``uniforms`` (shape (batch,), values in [0, 1)), the tokens are a deterministic function of
+  the inputs: the same u always gives the same tokens (a failing draw can be replayed);
+- no random number is drawn before validation passes (a rejected call leaves the generator's
+  state unchanged), and batch 0 draws nothing.
+
+Choices the law leaves open (the reference's draw; checked only at token-exact: the bundled
+implementations, their mutants and a submission that declares ``TOKEN_EXACT = True``; any other
+sampler is told "law ✓, token-exact ✗ (<the choice>)", not failed):
+- the token for a uniform u is the inverse CDF in token-id order: the smallest t with
+  C_t > u * C_{vocab-1}, where C = cumsum(probs) in token-id order (the last token with positive
+  probability if rounding leaves none: u = 1 - 2^-40 rounds to 1.0 in float32, and a float32 C may
+  end below it). So u = 0 draws the first token with positive probability, a grid of u lands on
+  each token in proportion to its probability, and row r's token depends on u_r alone. Other
+  lawful uses of u: the inverse CDF in another order (e.g. by descending probability), an
+  exponential race whose exponentials are derived from u.
+- the generator is consumed exactly as :func:`draw_uniforms` does, once per call after validation:
+  ``torch.rand(batch, generator=generator, dtype=torch.float64, device=logits.device)`` (greedy
+  rows included; nothing else is drawn), and that draw is used as ``uniforms``: so
+  ``sample(..., generator=g)`` == ``sample(..., uniforms=<that draw from a generator in g's
+  state>)``, and g ends in the state that draw leaves it in. Lawful draws that differ: vLLM's and
+  SGLang's exponential race ``argmax(probs / Exponential(1))`` (the Gumbel-max trick),
+  FlashInfer's rejection-based top-k/top-p sampling, ``torch.multinomial`` (transformers'
+  ``generate()``), float32 uniforms (``torch.rand``'s default dtype).
 
 Errors: malformed arguments raise TypeError/ValueError naming the argument (``top_p``,
 ``temperature``, ``logits``, ...); a bad value in a per-row parameter also names its row
@@ -452,12 +473,14 @@ def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
 
 def sample(logits, params: SamplingParams | None = None, generator: torch.Generator | None = None, *,
            prompt_tokens=None, output_tokens=None, uniforms: torch.Tensor | None = None) -> torch.Tensor:
-    """Draw one token per row from :func:`sampling_probs` (inverse CDF in token-id order).
+    """Draw one token per row from :func:`sampling_probs` (the reference: inverse CDF in token-id order).
 
-    ``generator`` (a torch.Generator on the logits' device) supplies one float64 uniform per row;
-    ``uniforms`` (shape (batch,), values in [0, 1)) replaces it, making the result a deterministic
-    function of the inputs. Returns int64 token ids (batch,). Validation happens before any random
-    number is drawn, so a rejected call leaves the generator's state unchanged.
+    ``generator`` (a torch.Generator on the logits' device) is the randomness; ``uniforms`` (shape
+    (batch,), values in [0, 1)) replaces it, making the result a deterministic function of the
+    inputs. Returns int64 token ids (batch,). Validation happens before any random number is
+    drawn, so a rejected call leaves the generator's state unchanged. The reference's choices
+    (module doc): one float64 uniform per row from ``generator``, and the inverse CDF of u in
+    token-id order.
     """
     check_logits(logits)
     batch = logits.shape[0]

@@ -1,9 +1,12 @@
 """Planted bugs of `sampling` (each must make a sampling test fail): one realistic slip each in
 reference/sampling.py. ``samples_unfiltered``, ``sample_ignores_temperature``,
-``sample_float32_uniforms`` and ``sample_multinomial`` touch only ``sample``'s generator path
-(``sampling_probs`` and the explicit-uniforms path stay right), so only the tests that draw with a
-generator can see them. Every pinned case of test_sampling.py (``PINNED[...].mutant``) names the
-mutant here that it catches."""
+``generator_reseeded_each_call``, ``sample_float32_uniforms`` and ``sample_multinomial`` touch only
+``sample``'s generator path (``sampling_probs`` and the explicit-uniforms path stay right), so only
+the tests that draw with a generator can see them; ``uniforms_unfiltered`` only the
+explicit-uniforms path. ``sample_float32_uniforms`` and ``sample_multinomial`` are lawful draws
+(the right distribution): only the tests of the reference's choices (``@pytest.mark.choice``,
+enforced for our own code and its mutants) catch them. Every pinned case of test_sampling.py
+(``PINNED[...].mutant``) names the mutant here that it catches."""
 from conformance.declarations import Patch
 
 DRAW = "    u = uniforms if uniforms is not None else draw_uniforms(generator, batch, logits.device)\n"
@@ -45,6 +48,16 @@ MUTANTS = [
           "ignored); sampling_probs and explicit uniforms are right.",
           DRAW,
           "    if uniforms is None:\n"
+          "        x, rows = processed_logits(logits, params, prompt_tokens, output_tokens)\n"
+          "        probs = torch.where((rows.temperature == 0)[:, None], probs,\n"
+          "                            torch.softmax(scale_temperature(x, rows.temperature), dim=1))\n"
+          + DRAW),
+    Patch("uniforms_unfiltered",
+          "The explicit-uniforms path draws from the UNFILTERED tempered softmax (top-k/top-p/min-p "
+          "ignored); sampling_probs and the generator path are right. Only the law's support check "
+          "of sample with uniforms (and the reference's inverse-CDF choice) can see it.",
+          DRAW,
+          "    if uniforms is not None:\n"
           "        x, rows = processed_logits(logits, params, prompt_tokens, output_tokens)\n"
           "        probs = torch.where((rows.temperature == 0)[:, None], probs,\n"
           "                            torch.softmax(scale_temperature(x, rows.temperature), dim=1))\n"
@@ -146,6 +159,14 @@ MUTANTS = [
           "statistically right, but not the contract's float64 draw.",
           "    return torch.rand(batch, generator=generator, dtype=torch.float64, device=device)\n",
           "    return torch.rand(batch, generator=generator, device=device).double()\n"),
+    Patch("generator_reseeded_each_call",
+          "The generator path draws from a FRESH generator seeded with the caller's seed "
+          "(generator.initial_seed()) on every call instead of from the generator's current "
+          "state: each call is a right draw, but a decode loop repeats the same tokens at every "
+          "step and the caller's generator never advances.",
+          "    return torch.rand(batch, generator=generator, dtype=torch.float64, device=device)\n",
+          "    fresh = torch.Generator(device=device).manual_seed(generator.initial_seed())\n"
+          "    return torch.rand(batch, generator=fresh, dtype=torch.float64, device=device)\n"),
     Patch("sample_multinomial",
           "The generator path draws with torch.multinomial(probs, 1, generator=g): statistically "
           "right, but not the contract's inverse CDF of one float64 uniform per row.",
