@@ -137,4 +137,10 @@ MUTANTS = [
           "invariant_mode's bmm route multiplies every batch entry by b[0] (an indexing slip): "
           "batch invariant, wrong for every entry but the first.",
           "mm(a[i], b[i])", "mm(a[i], b[0])"),
+    Patch("decode_scale_padded_dim",
+          "decode_attention scales the scores by 1/sqrt of the head_dim padded to a power of two (the "
+          "kernel's D_PAD) instead of the real D: right only when D is a power of two (found by a blind "
+          "bug hunt; the values test drew D = 16 only).",
+          "q, k, v, lens, m, l, o, Hkv, NS, 1.0 / math.sqrt(D),",
+          "q, k, v, lens, m, l, o, Hkv, NS, 1.0 / math.sqrt(D_PAD),", module="optimized"),
 ]

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.strategies import DTYPES, generator
-from conformance.tolerance import assert_close_to_oracle, check_kind
+from conformance.tolerance import ToleranceError, assert_close_to_oracle, check_kind
 from spec_tests.attention.oracles import out_floor_from
 from reference.model import ModelConfig
 from spec_tests.batch_invariant import under_mode
@@ -168,6 +168,35 @@ def test_values_agree_with_torch(impl, reference, device, op, dt, rows, L, seed,
                            floor_from=_floor_from(op, x, w))
 
 
+def _order_free_bound(op, x, w, eps, out_dtype):
+    """The error any summation ORDER may make (the order is a choice the law leaves open, so the
+    law's accuracy must admit every one): recursive summation of L float32 terms errs by at most
+    (L - 1) u sum|terms| (Higham, Accuracy and Stability, 4.2; u = 2^-24, the compute dtype's
+    unit roundoff), plus a few roundings of the elementwise steps and two ulps of the output dtype.
+    A left-to-right float32 row_sum of 1100 terms of about 40 is 3e-2 off the float64 sum, 1.3 x
+    this file's blocked order's bound under the tolerance rule -- and correct."""
+    u, L = 2.0 ** -24, x.shape[-1]
+    g = max(L - 1, 0) * u + 8 * u
+    x64, o = x.double(), _oracles(op, x, w, eps)
+    if op == "matmul":
+        err = g * (x64.abs() @ w.double().abs())
+    elif op in ("row_sum", "row_mean"):
+        err = g * x64.abs().sum(-1) / (L if op == "row_mean" and L else 1)
+    elif op == "log_softmax":
+        err = g + 4 * u * (o.abs() + 1)
+    else:                                  # rms_norm, softmax: relative error of the row's sum
+        err = g * o.abs()
+    return err + 2 * torch.finfo(out_dtype).eps * o.abs() + 2 * torch.finfo(out_dtype).tiny
+
+
+def _within_order_free_bound(op, got, x, w, eps) -> bool:
+    """Every element of ``got`` within :func:`_order_free_bound` of the float64 oracle."""
+    o = _oracles(op, x, w, eps)
+    err = (got.detach().to("cpu", torch.float64) - o).abs()
+    ok = torch.isfinite(o) & (err <= _order_free_bound(op, x, w, eps, got.dtype))
+    return bool((ok | (o == got.detach().to("cpu", torch.float64))).all())
+
+
 def _floor_from(op, x, w):
     """The magnitude that bounds a correct sum's rounding error: for a sum
     of terms, sum |term| (a sum that cancels to a small value keeps the terms' rounding), never
@@ -205,7 +234,8 @@ def test_values_every_op_dtype_length(impl, reference, device, op, dt):
     (and 1100, 4096 for the row functions: more than one 1024-wide kernel chunk; a 16-bit
     accumulator stagnates once the running sum's ulp exceeds a block's partial), rms_norm at eps 0,
     1e-6 and 0.5: within the tolerance rule row by row (2 x the reference's own error + two ulps
-    of the row's magnitude). A result that is batch invariant but wrong -- accumulated in the
+    of the row's magnitude, or, where another summation order is less accurate than the reference's
+blocks, within the error bound of any order). A result that is batch invariant but wrong -- accumulated in the
     16-bit dtype, normalised with a max or a count over the wrong dim, eps misplaced -- fails here."""
     lengths = (1, 17, 80, 300) + (() if op == "matmul" else (1100, 4096))
     for L, eps in [(L, eps) for L in lengths for eps in ((0.0, 1e-6, 0.5) if op == "rms_norm" else (1e-6,))]:
@@ -221,9 +251,16 @@ def test_values_every_op_dtype_length(impl, reference, device, op, dt):
         for r in range(x.shape[0]):
             sl = slice(r, r + 1)
             fl = None if floor is None else _floor_from(op, x[sl], w)
-            assert_close_to_oracle(got[sl], ref[sl], oracle[sl], name=f"{op} row {r} (scale {ROW_SCALES[r]}, "
-                                   f"offset {ROW_OFFSETS[r]}) of L={L}, {dt}" + (f", eps={eps}" if kw else ""),
-                                   inputs=dict(x=x, w=w), floor_from=fl)
+            try:
+                assert_close_to_oracle(got[sl], ref[sl], oracle[sl], name=f"{op} row {r} (scale {ROW_SCALES[r]}, "
+                                       f"offset {ROW_OFFSETS[r]}) of L={L}, {dt}" + (f", eps={eps}" if kw else ""),
+                                       inputs=dict(x=x, w=w), floor_from=fl)
+            except ToleranceError as exc:
+                # another summation order (a choice the law leaves open) may be less accurate than
+                # the reference's blocks: the law admits any order's worst-case error
+                if not _within_order_free_bound(op, got[sl].cpu(), x[sl], w, eps):
+                    raise ToleranceError(f"{exc}\n    and beyond the error bound of ANY summation order "
+                                         f"((L - 1) u sum|terms| + output rounding)") from None
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float32"])
@@ -239,16 +276,18 @@ def test_reference_agrees_with_torch_ops(reference, dt):
     assert_close_to_oracle(R("row_mean")(x), x.mean(-1), _oracles("row_mean", x, w), name="row_mean")
 
 
-@example(dt="float32", heads=(4, 2), lens=(97, 1, 33), seed=1).via("mutant:gqa_head_modulo")
+@example(dt="float32", heads=(4, 2), lens=(97, 1, 33), seed=1, D=16).via("mutant:gqa_head_modulo")
+@example(dt="float32", heads=(2, 1), lens=(40, 3), seed=2, D=24).via("mutant:decode_scale_padded_dim")  # a padded head_dim
 @settings(max_examples=3)
 @given(dt=dtype_name, heads=st.sampled_from(ATT_HEADS),
        lens=st.lists(st.sampled_from(ATT_LENGTHS), min_size=1, max_size=3).map(tuple),
-       seed=st.integers(0, 2**31 - 1))
-def test_decode_attention_values(impl, device, dt, heads, lens, seed):
+       seed=st.integers(0, 2**31 - 1), D=st.sampled_from((16, 24, 8)))
+def test_decode_attention_values(impl, device, dt, heads, lens, seed, D):
     """decode_attention = softmax(q k^T / sqrt(D)) v over each sequence's first lengths[b] keys,
     GQA: within the tolerance rule of a float64 oracle, with plain attention
-    (reference/attention.py, the same dtype, no splits) as the low-precision baseline."""
-    (H, Hkv), D, S = heads, 16, max(lens) + 5
+    (reference/attention.py, the same dtype, no splits) as the low-precision baseline. D is the
+    real head_dim, also where a kernel pads it to a power of two (D = 24: the scale is 1/sqrt(24))."""
+    (H, Hkv), S = heads, max(lens) + 5
     B = len(lens)
     q, k, v = rand((B, H, D), seed, dt) * 2, rand((B, Hkv, S, D), seed + 1, dt), rand((B, Hkv, S, D), seed + 2, dt)
     got = impl.get("decode_attention")(q.to(device), k.to(device), v.to(device),
