@@ -358,6 +358,8 @@ CALLS = {
     # rows on the "meta" device: checked by hand, not by assert_rejects (whose no-change check reads data)
     "paged_attention/test_paged_attention.py::test_rejects_arguments_on_another_device": "paged_attention",
     "speculative/test_verify.py::test_rejects_arguments_on_another_device": "verify",
+    "attention/test_attention.py::test_rejects_tensors_on_another_device": "attention and attention_tiled",
+    "prefix_cache/test_prefix_cache.py::test_block_table_rejects_bad_input": "PrefixCache.block_table",
 }
 
 
