@@ -9,7 +9,7 @@ a cache with zero kv heads (bad-input row "zero kv heads"; a check of ``kv_heads
 contiguous (test_inputs_of_any_strides; kills optimized 103, which skipped the copy to unit
 stride).
 
-Left open (untriaged): optimized ``return q.device.type == "cpu" and INTERPRET`` (and -> or)
+Classed "outside the contract" at the end of TRIAGE (the CPU run cannot reach them): optimized ``return q.device.type == "cpu" and INTERPRET`` (and -> or)
 differs only for CPU tensors without TRITON_INTERPRET, which the test plugin always sets on a
 machine without a GPU (a subprocess test without it would see the kernel fail); the CUDA-only
 ``num_warps`` 3/5 of decode_config and of the merge launch (the interpreter ignores num_warps;
@@ -88,4 +88,25 @@ TRIAGE = {
     ("optimized", 'return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)', "4 -> 5 (#3)"): (
         "equivalent", "CUDA-only config: programs = 5 x SMs only changes plan's split count, a scheduling choice "
                       "(the split-KV merge is exact math; rounding within the tolerance rule)"),
+    # The six left open by the first triage, classed by the lead: the CPU run cannot reach them.
+    ("optimized", 'return q.device.type == "cpu" and INTERPRET', "and -> or"): (
+        "outside the contract", "a CPU tensor without TRITON_INTERPRET: never the configuration of a spec run (the "
+                                "harness sets TRITON_INTERPRET before import on a machine without a GPU); on a GPU "
+                                "machine the variant sends CPU calls to a compiled kernel, which fails loudly"),
+    ("optimized", 'return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)', "4 -> 3"): (
+        "outside the contract", "CUDA-only launch config: the interpreter ignores num_warps; on a GPU a warp count "
+                                "that is not a power of two is rejected at launch (not run natively in this measure)"),
+    ("optimized", 'return dict(BLOCK_N=32, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=8)', "4 -> 5"): (
+        "outside the contract", "CUDA-only launch config (head_dim > 128): the interpreter ignores num_warps; a warp "
+                                "count of 5 is rejected at launch on a GPU (not run natively in this measure)"),
+    ("optimized", "num_warps=4)", "4 -> 3"): (
+        "outside the contract", "the merge kernel's num_warps: ignored by the interpreter, a launch error on a GPU "
+                                "(not run natively in this measure)"),
+    ("optimized", "if q_len * (q.shape[-2] // k_cache.shape[2]) > MAX_ROWS:", "* -> /"): (
+        "outside the contract", "MAX_ROWS is a GPU register budget (rows one program holds): the variant only moves "
+                                "calls between the kernel and the reference's PyTorch path; under the interpreter the "
+                                "kernel computes any row count, so no CPU run tells them apart"),
+    ("optimized", "q_len = 1 if q.dim() == 3 else q.shape[1]", "1 -> 0 (#2)"): (
+        "outside the contract", "the same MAX_ROWS dispatch, computed from the batch instead of q_len: only moves calls "
+                                "between two correct paths on the CPU (a GPU register budget otherwise)"),
 }
