@@ -264,6 +264,19 @@ blocks, within the error bound of any order). A result that is batch invariant b
 
 
 @pytest.mark.parametrize("dt", ["bfloat16", "float32"])
+def test_matmul_values_across_output_tiles(impl, reference, device, dt):
+    """matmul computes every output element: M and N past one output tile of a kernel (64 and 256
+    columns, 64, 128 and 8 x 128 rows: a grouped launch order) and K past one BLOCK_K, against a
+    float64 oracle within the tolerance rule."""
+    for M, K, N in ((3, 17, 100), (130, 40, 300), (1040, 16, 70)):
+        a, b = rand((M, K), M, dt), rand((K, N), N, dt)
+        got = impl.get("matmul")(a.to(device), b.to(device))
+        ref = reference.get("matmul")(a, b)
+        assert_close_to_oracle(got, ref, _oracles("matmul", a, b), name=f"matmul ({M}, {K}) @ ({K}, {N}), {dt}",
+                               floor_from=_floor_from("matmul", a, b))
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float32"])
 def test_reference_agrees_with_torch_ops(reference, dt):
     """The reference itself is the plain op: within the tolerance rule with torch's own op as the
     low-precision baseline (so a reference bug cannot hide behind the rule)."""
@@ -301,7 +314,10 @@ def test_decode_attention_values(impl, device, dt, heads, lens, seed, D):
 
 def test_edge_cases(impl, device):
     """M = 0 rows -> empty; K = 0 -> zeros; an empty row -> empty (softmax) or NaN (mean); a row of
-    -inf -> NaN in log_softmax, as torch; a row of one element -> log_softmax 0, softmax 1."""
+    -inf -> NaN in log_softmax, as torch; a row of one element -> log_softmax 0, softmax 1. Every
+    row function on an empty row length, on no rows, on a 1-D and on a 3-D x gives torch's shape
+    and dtype (x.shape, or x.shape[:-1] for row_sum / row_mean: 0 and NaN for an empty row), and
+    a 1-D or 3-D x's rows have the bits of the same rows as a 2-D batch."""
     G = lambda n: impl.get(n)  # noqa: E731
     for dt in ("bfloat16", "float32"):
         d = DTYPES[dt]
@@ -316,6 +332,19 @@ def test_edge_cases(impl, device):
         assert bool(ls[0].isnan().all()) and torch.allclose(ls[1].float(), torch.log_softmax(x[1:].float(), -1)[0], atol=1e-2)
         one = torch.tensor([[3.0]], dtype=d, device=device)
         assert float(G("log_softmax")(one)) == 0.0 and float(G("softmax")(one)) == 1.0
+        for op in ROW_OPS:                  # torch's shape and dtype for empty dims and any rank >= 1
+            for shape in ((3, 0), (0, 5), (5,), (2, 3, 5)):
+                f = _row_op(impl, op, 4, shape[-1], d, device)
+                x = rand(shape, 4, dt).to(device)
+                got = f(x)
+                want_shape = shape[:-1] if op in ("row_sum", "row_mean") else shape
+                assert got.shape == want_shape and got.dtype == d, (
+                    f"{op} of shape {shape} ({dt}): got {tuple(got.shape)} {got.dtype}, torch's {want_shape} {d}")
+                if shape[-1] == 0 and op in ("row_sum", "row_mean"):
+                    assert bool((got == 0).all() if op == "row_sum" else got.isnan().all()), f"{op} of an empty row"
+                elif got.numel():               # rank 1 or 3: each row has the bits of the row in a 2-D batch
+                    rows = f(x.reshape(-1, shape[-1])).reshape(got.shape)
+                    assert same_bits(got, rows), f"{op} of shape {shape} ({dt}) differs from the same rows in 2-D"
 
 
 @pytest.mark.choice("reductions in blocks of 16 terms, left to right, partials left to right from +0")
@@ -339,6 +368,24 @@ def test_fixed_order_is_the_documented_one(impl):
             part = part + one(vals[k])
         want = want + part
     assert same_bits(fos(lambda k: one(vals[k]), 50, torch.float32, (1,)), want)
+
+
+@pytest.mark.choice("the reference's order in float64: blocks of 16 in every reduction, decode_attention's "
+                    "splits of KV_SPLIT = 32 keys merged left to right")
+def test_float64_has_the_references_bits(impl, reference, device):
+    """In float64 (the compute dtype float64, no kernel order in between) every function has the
+    reference's bits: matmul, the row functions and decode_attention, at lengths on both sides of
+    the 32-key split boundaries (a sequence of 65 keys is splits 32 + 32 + 1)."""
+    x, w = rand((5, 100), 8, "float32").double().to(device), rand((100, 7), 9, "float32").double().to(device)
+    for op in ("matmul",) + ROW_OPS:
+        args = (x, w) if op == "matmul" else (x, w[:, 0]) if op == "rms_norm" else (x,)
+        assert same_bits(impl.get(op)(*args), reference.get(op)(*args)), f"{op} (float64) != the reference's bits"
+    lens = torch.tensor(ATT_LENGTHS, device=device)
+    B, S = len(ATT_LENGTHS), max(ATT_LENGTHS)
+    q, k, v = (rand(shape, 10 + i, "float32").double().to(device)
+               for i, shape in enumerate(((B, 4, 16), (B, 2, S, 16), (B, 2, S, 16))))
+    got, want = impl.get("decode_attention")(q, k, v, lens), reference.get("decode_attention")(q, k, v, lens)
+    assert same_bits(got, want), "decode_attention (float64) != the reference's bits"
 
 
 # --- invariant mode ---------------------------------------------------------------------------
@@ -405,6 +452,29 @@ def test_invariant_mode_keeps_torchs_dim_check(impl, device):
     got = impl.call_in_process(under_mode.out_of_range_dims, x)
     bad = {call: kind for call, kind in got.items() if kind != "IndexError"}
     assert not bad, f"inside invariant_mode(), an out-of-range dim gave {bad} (torch raises IndexError)"
+
+
+def test_invariant_mode_edges(impl, device):
+    """Inside invariant_mode() the routed ops give torch's result at the edges of their shapes
+    (under_mode.edge_calls): an empty M, K, batch or row length of mm / bmm / softmax / log_softmax /
+    mean gives torch's shape and dtype (zeros for K = 0, NaN for the mean of nothing); softmax and
+    log_softmax over each non-last dim of a 3-D tensor (moved to the last and back) and addmm with
+    beta = -1 and beta = 0 (the bias ignored, a NaN in it included, as torch documents) are torch's
+    op: the same shape and dtype, values within the tolerance rule of a float64 oracle."""
+    x, w, bias = (rand((9, 40), 1, "float32").to(device), rand((24, 40), 2, "float32").to(device),
+                  rand((24,), 3, "float32").to(device))
+    got = impl.call_in_process(under_mode.edges, x, w, bias)
+    plain = {name: call() for name, call in under_mode.edge_calls(x, w, bias).items()}
+    oracle = {name: call() for name, call in under_mode.edge_calls(x.double(), w.double(), bias.double()).items()}
+    for name, want in plain.items():
+        value = got[name]
+        assert value.shape == want.shape and value.dtype == want.dtype, (
+            f"{name} inside invariant_mode(): shape {tuple(value.shape)} {value.dtype}, torch's "
+            f"{tuple(want.shape)} {want.dtype}")
+        nan = oracle[name].isnan()
+        assert torch.equal(value.isnan().cpu(), nan.cpu()), f"{name} inside invariant_mode(): NaN where torch has none, or the reverse"
+        if bool((~nan).any()):
+            assert_close_to_oracle(value[~nan], want[~nan], oracle[name][~nan], name=f"{name} inside invariant_mode()")
 
 
 @pytest.mark.choice("torch.bmm routed as one matmul per batch entry (the bits of matmul)")
@@ -551,6 +621,21 @@ def test_rms_norm_rejects_bad_input(impl, bad):
     assert_rejects(impl.get("rms_norm"), _norm_valid, bad)
 
 
+ROW_BAD = [
+    Bad("x not a tensor", dict(x=[[1.0, 2.0]]), TypeError, ("x",)),
+    Bad("x scalar", dict(x=torch.tensor(1.0)), ValueError, ("x",)),
+    Bad("int x", dict(x=torch.ones(3, 4, dtype=torch.int64)), TypeError, ("x",)),
+]
+
+
+@bad_cases(ROW_BAD)
+@pytest.mark.parametrize("op", ("log_softmax", "softmax", "row_sum", "row_mean"))
+def test_row_functions_reject_bad_input(impl, op, bad):
+    """log_softmax / softmax / row_sum / row_mean: x a float tensor (TypeError) of rank >= 1
+    (ValueError), the message naming x."""
+    assert_rejects(impl.get(op), lambda: dict(x=torch.ones(3, 4)), bad)
+
+
 def _att_valid():
     return dict(q=torch.ones(2, 1, 4), k=torch.ones(2, 1, 5, 4), v=torch.ones(2, 1, 5, 4),
                 lengths=torch.tensor([5, 1]))
@@ -562,6 +647,8 @@ ATT_BAD = [
     Bad("Hkv not dividing H", lambda v: {**v, "k": torch.ones(2, 2, 5, 4), "v": torch.ones(2, 2, 5, 4)},
         ValueError, ("k",)),
     Bad("v dtype", lambda v: {**v, "v": v["v"].double()}, TypeError, ("v",)),
+    Bad("v not a tensor", lambda v: {**v, "v": v["v"].tolist()}, TypeError, ("v",)),
+    Bad("no KV heads", lambda v: {**v, "k": torch.ones(2, 0, 5, 4), "v": torch.ones(2, 0, 5, 4)}, ValueError, ("k",)),
     Bad("zero length", lambda v: {**v, "lengths": torch.tensor([0, 1])}, ValueError, ("lengths",)),
     Bad("length past S", lambda v: {**v, "lengths": torch.tensor([6, 1])}, ValueError, ("lengths",)),
     Bad("float lengths", lambda v: {**v, "lengths": torch.tensor([5.0, 1.0])}, TypeError, ("lengths",)),

@@ -74,6 +74,42 @@ def routes(impl, x, w, bias) -> dict:
     return out
 
 
+def edge_calls(x, w, bias) -> dict:
+    """name -> a call of torch ops the mode routes, at the edges of their shapes (built from ``x``
+    (M, K), ``w`` (N, K), ``bias`` (N,), in their dtype and device): an empty M, K, batch or row
+    length of mm / bmm / softmax / log_softmax / mean, softmax and log_softmax over each non-last
+    dim of a 3-D tensor of distinct sizes, addmm with beta -1 and with beta 0 (where torch ignores
+    the bias, a NaN in it included)."""
+    x3 = x[:8].reshape(2, 4, -1)
+    nan_bias = torch.full_like(bias, float("nan"))
+    return {
+        "mm M=0": lambda: torch.mm(x[:0], w.t()),
+        "mm K=0": lambda: torch.mm(x[:, :0], w.t()[:0]),
+        "bmm B=0": lambda: torch.bmm(x.new_empty(0, 2, 3), x.new_empty(0, 3, 5)),
+        "bmm M=0": lambda: torch.bmm(x.new_empty(2, 0, 3), x.new_ones(2, 3, 5)),
+        "bmm K=0": lambda: torch.bmm(x.new_empty(2, 4, 0), x.new_empty(2, 0, 5)),
+        "log_softmax L=0": lambda: torch.log_softmax(x[:, :0], -1),
+        "softmax L=0": lambda: torch.softmax(x[:, :0], -1),
+        "log_softmax M=0": lambda: torch.log_softmax(x[:0], -1),
+        "softmax M=0": lambda: torch.softmax(x[:0], -1),
+        "mean L=0": lambda: x[:, :0].mean(-1),
+        "mean M=0": lambda: x[:0].mean(-1),
+        "log_softmax 3-D dim 0": lambda: torch.log_softmax(x3, 0),
+        "log_softmax 3-D dim 1": lambda: torch.log_softmax(x3, 1),
+        "softmax 3-D dim 0": lambda: torch.softmax(x3, 0),
+        "softmax 3-D dim -2": lambda: torch.softmax(x3, -2),
+        "addmm beta=-1": lambda: torch.addmm(bias, x, w.t(), beta=-1),
+        "addmm beta=0 NaN bias": lambda: torch.addmm(nan_bias, x, w.t(), beta=0),
+    }
+
+
+def edges(impl, x, w, bias) -> dict:
+    """:func:`edge_calls` inside ``invariant_mode()``, in this process: name -> the result."""
+    calls = edge_calls(x, w, bias)
+    with impl.get("invariant_mode")():
+        return {name: call() for name, call in calls.items()}
+
+
 def out_of_range_dims(impl, x) -> dict:
     """The exception type (or "returned") of torch.softmax / log_softmax over dims just past each
     end of ``x``'s dims (x.dim() and -x.dim() - 1), inside ``invariant_mode()``, in this process."""
