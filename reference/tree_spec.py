@@ -80,11 +80,11 @@ q_c = draft_probs[cur] (or one-hot(tokens[c]))::
     else p = max(p - q_c, 0) / its sum   (the normalised residual; p itself is kept if that has
         no positive entry, reachable only through rounding), and try the next sibling WITH THIS
         RESIDUAL (normalised: it is the next acceptance test's p)
-    when cur has no child left: emit inverse_cdf(p, uniforms[0])
+    when cur has no child left: emit inverse_cdf(p, uniforms[0])      (the reference's draw: a choice, below)
 
 (inverse_cdf as in reference.sampling: the smallest t with C_t > v * C_total, C the float64 cumsum
-in token order.) The emitted tokens are distributed exactly as
-the target's (docs/tree_spec.md; spec_tests/tree_spec/test_lossless.py enumerates it). A chain
+in token order.) The emitted tokens are distributed exactly as the target's (docs/tree_spec.md;
+spec_tests/tree_spec/test_lossless.py enumerates it, test_law.py checks the law). A chain
 (branching 1) is exactly ``speculative.verify`` with uniforms[1..γ] as its acceptance uniforms and
 uniforms[0] as its draw.
 
@@ -98,6 +98,32 @@ H(p) = -Σ p log p (natural log, 0 log 0 = 0). The accepted path is the deepest 
 nodes (ties to the first such deepest node in node order); the final token is drawn from the
 target at its end, inverse_cdf(target_probs[last], uniforms[0]). Only uniforms[0] is used (the
 generator still draws N). epsilon in (0, 1], delta >= 0 (Medusa: epsilon 0.09, delta 0.3).
+
+**The law and the reference's choices** (docs/tree_spec.md; spec_tests/tree_spec/oracles.py, "the
+law"). What ANY correct implementation must do: ``verify_tree`` is the algorithm above -- the
+children of the current node tried in node order, uniforms[c] deciding candidate c by the
+threshold min(1, p(x_c) / q_c(x_c)), p the node's target row or the normalised residual left by
+the siblings rejected before c (p kept when the residual has no positive entry), an accepted
+candidate moving on with its own target row -- up to float32 rounding (a uniform within a relative
+2^-21 of a threshold may go either way; a candidate of probability 0 is never accepted, not even
+by u = 0; p(x) >= q(x) always accepts); the final token is drawn from the last p by randomness
+derived from uniforms[0] alone: it lies in p's support and, for a uniform uniforms[0], follows p.
+The sibling order and "uniforms[c] decides node c" are law, not choice: they are how this contract
+defines the call for given uniforms (which node is kept, whose K/V survive), the caller orders the
+candidates (expand_topk's rank order), and any other order or use of the uniforms is another
+function of the same arguments. ``verify_tree_greedy``: the accepted nodes follow an argmax (ties,
+and values within float32 rounding of the maximum, either way) and the path is a deepest one, the
+final token an argmax of its last row. ``typical_accept``: a deepest root path of typical nodes
+(the threshold up to float32 rounding), the final token in the last row's support, drawn from it.
+With ``generator``, the outputs are distributed as with uniform ``uniforms``.
+
+Choices the law leaves open (checked only at token-exact: the tests marked
+``@pytest.mark.choice``, enforced for the bundled implementations, the mutants and submissions
+declaring ``TOKEN_EXACT = True``): the final token is ``inverse_cdf(p, uniforms[0])`` in token-id
+order (an exponential race argmax p / Exp(1), a Gumbel max, or a generator seeded from
+uniforms[0] are as lawful); acceptance in float64 as ``u * q < p``; greedy argmax ties to the
+smaller id; among equally deep matching nodes (greedy, typical) the first in node order; typical's
+threshold and entropy in float64; the generator consumed as one ``torch.rand(N, float64)``.
 
 Bad input: TypeError (wrong kind) or ValueError (wrong value), the message naming the argument:
 root / tokens / paths not ints >= 0 (paths empty or not a sequence of sequences); parents not a

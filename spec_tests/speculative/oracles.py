@@ -330,7 +330,9 @@ class Group:
     points: dict          # "mid" / "low" / "high" -> γ acceptance uniforms (0.5 where unused)
 
 
-def _law_point(lo: Fraction, hi: Fraction, where: str) -> float:
+def law_point(lo: Fraction, hi: Fraction, where: str) -> float:
+    """A float in [lo, hi) at least LAW_MARGIN (absolute, plus that fraction of the width) from
+    both ends: the middle, or near the low / high end (shared with tree_spec's law)."""
     w = hi - lo
     m = LAW_MARGIN + w * LAW_MARGIN
     x = {"mid": lo + w / 2, "low": lo + m, "high": hi - m}[where]
@@ -350,9 +352,9 @@ def acceptance_groups(case: TreeCase) -> tuple[Group, ...]:
         for where in POINTS:
             u = [0.5] * g
             for i in range(k):
-                u[i] = 0.0 if where == "low" else _law_point(Fraction(0), a[i], where)
+                u[i] = 0.0 if where == "low" else law_point(Fraction(0), a[i], where)
             if k < g:
-                u[k] = ONE_MINUS if where == "high" else _law_point(a[k], Fraction(1), where)
+                u[k] = ONE_MINUS if where == "high" else law_point(a[k], Fraction(1), where)
             points[where] = u
         out.append(Group(x, k, reach * stop, tuple(w / total for w in dist), points))
     return tuple(out)

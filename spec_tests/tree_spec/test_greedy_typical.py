@@ -1,6 +1,14 @@
 """Greedy tree verification (the longest path on the target's argmax chain; equal to verifying
 every path separately with speculative's greedy rule and keeping the longest) and Medusa's typical
-acceptance (implemented as Medusa does it, and shown NOT to preserve the target distribution)."""
+acceptance (implemented as Medusa does it, and shown NOT to preserve the target distribution).
+
+Law and choice: the unmarked tests hold every implementation (greedy: a deepest path on an argmax
+chain, ties and float32 rounding of the maximum either way; typical: a deepest all-typical root
+path, float32 rounding of the threshold either way, the final token in the last row's support and
+distributed as it); those marked ``@pytest.mark.choice`` pin the reference's own choices (argmax
+ties to the smaller id, the first deepest node in node order, the final token by the inverse CDF
+of uniforms[0], the generator consumed as one ``torch.rand(N, float64)``), enforced at
+token-exact only."""
 from __future__ import annotations
 
 import math
@@ -10,8 +18,17 @@ import torch
 from hypothesis import example, given, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases, set_entry
-from spec_tests.tree_spec.oracles import assert_generator_is_one_uniform_draw, inverse_cdf, read_verified
+from conformance.stats import lumped
+from spec_tests.tree_spec.oracles import (assert_generator_is_one_uniform_draw, chi2_sf, greedy_violation,
+                                         inverse_cdf, outcome_violation, read_path, read_verified,
+                                         tree_outcomes, typical_violation)
 from spec_tests.tree_spec.strategies import parent_arrays
+
+ALPHA = 1e-6   # false-alarm rate of the chi-square tests
+GREEDY_TIES = "greedy: argmax ties go to the smaller token id; among equally deep matching nodes the first in node order"
+TYPICAL_EXACT = ("typical: the first deepest all-typical node in node order; the final token is the inverse CDF of "
+                 "uniforms[0]; the threshold in float64")
+SEEDED = "the generator is consumed as one torch.rand(N, float64)"
 
 
 @st.composite
@@ -45,8 +62,27 @@ def _leaf_paths(parents):
 
 
 @example(t=([0, 1, 0, 2], [-1, 0, 0, 2], torch.tensor([[1, 0, 0], [1, 0, 0], [0, 0, 1], [1, 0, 0]],
+                                                      dtype=torch.float64)), f32=False).via("mutant:greedy_first_child_only")
+@given(t=float_trees(), f32=st.booleans())
+def test_greedy_obeys_the_law(impl, t, f32):
+    """Any tree (siblings may repeat a token), rows in float64 or float32 (coarse weights: many
+    tied maxima): the accepted nodes are a root path, each node's token an argmax of its parent's
+    row, the final token an argmax of the last node's row (ties, and values within float32
+    rounding of the maximum, either way), and no node deeper than the last one follows the argmax
+    chain whatever argmax is taken where the result does not show one: a deepest path."""
+    tokens, parents, p = t
+    if f32:
+        p = p.float()
+    tree = impl.get("tree_from_parents")(tokens, parents)
+    nodes, token = read_path(impl.get("verify_tree_greedy")(tree, p), tokens, parents, p.shape[1], "verify_tree_greedy")
+    why = greedy_violation(tokens, parents, p, nodes, token)
+    assert why is None, f"verify_tree_greedy (tokens {tokens}, parents {parents}, rows {p.tolist()}): {why}"
+
+
+@example(t=([0, 1, 0, 2], [-1, 0, 0, 2], torch.tensor([[1, 0, 0], [1, 0, 0], [0, 0, 1], [1, 0, 0]],
                                                       dtype=torch.float64))).via("mutant:greedy_first_child_only")
 @given(t=float_trees(trie=True))
+@pytest.mark.choice(GREEDY_TIES)
 def test_greedy_is_longest_per_path_greedy(impl, reference, t):
     """Greedy tree verification == for every root-to-leaf path, speculative.verify(greedy) on that
     chain; keep the path with the most accepted drafts (in a trie all of them emit the same tokens)."""
@@ -86,6 +122,7 @@ def _greedy_oracle(tokens, parents, p):
 @example(t=([0, 1, 1], [-1, 0, 0], torch.tensor([[0, 1], [1, 0], [0, 1]], dtype=torch.float64))).via(
     "mutant:deepest_ties_to_last")
 @given(t=float_trees())
+@pytest.mark.choice(GREEDY_TIES)
 def test_greedy_keeps_first_deepest_node(impl, t):
     """Any tree (siblings may repeat a token, so several nodes may match the argmax chain): the
     accepted nodes are the root path of the deepest matching node, the FIRST in node order among
@@ -100,6 +137,7 @@ def test_greedy_keeps_first_deepest_node(impl, t):
         f"argmax path is {nodes}, emitting {list(want)}")
 
 
+@pytest.mark.choice(GREEDY_TIES)
 def test_greedy_ties_to_smaller_id(impl):
     """argmax ties go to the smaller token id (torch.argmax's rule): p = (.5, .5) follows child 0."""
     tree = impl.get("build_tree")(0, [[1, 1], [0, 1]])
@@ -139,6 +177,52 @@ def _typical_oracle(tokens, parents, p, eps, delta, u0):
          eps=0.3, delta=0.3, u0=0.5).via("mutant:typical_entropy_log2")
 @given(t=float_trees(), eps=st.sampled_from([0.09, 0.3, 1.0]), delta=st.sampled_from([0.0, 0.3, 0.55]),
        u0=st.floats(0, 1, exclude_max=True))
+def test_typical_accept_obeys_the_law(impl, t, eps, delta, u0):
+    """Candidate c (parent cur) is typical iff p_cur(x_c) > min(ε, δ exp(-H(p_cur))), H in nats
+    (within 2^-21 of the threshold either way): the accepted nodes are a root path of typical
+    nodes, no node deeper than the last one has a root path of typical nodes (a deepest path; which
+    of equally deep ones is not the law's), the final token in the last row's support."""
+    tokens, parents, p = t
+    tree = impl.get("tree_from_parents")(tokens, parents)
+    u = torch.full((len(tokens),), 0.5, dtype=torch.float64)
+    u[0] = u0
+    res = impl.get("typical_accept")(tree, p, epsilon=eps, delta=delta, uniforms=u)
+    nodes, token = read_path(res, tokens, parents, p.shape[1], "typical_accept")
+    why = typical_violation(tokens, parents, p, eps, delta, nodes, token)
+    assert why is None, f"typical_accept(ε={eps}, δ={delta}) (tokens {tokens}, parents {parents}, rows {p.tolist()}): {why}"
+
+
+def test_typical_final_draw_law(impl):
+    """The final token is drawn from the target row at the end of the accepted path: a tree whose
+    path is certain (node 1, p = .3 > 0.09, typical; its child node 2, p = .05 < 0.09, not), 100
+    calls with fresh seeded uniforms: every final token in the support of node 1's row
+    (.5, .45, .05), their counts a chi-square fit to it (fixed seed, p >= 1e-6)."""
+    tree = impl.get("tree_from_parents")([0, 1, 2], [-1, 0, 1])
+    p = torch.tensor([[.6, .3, .1], [.5, .45, .05], [.2, .3, .5]], dtype=torch.float64)
+    n, counts = 100, [0, 0, 0]
+    u = torch.rand(n, 3, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    for r in range(n):
+        nodes, token = read_path(impl.get("typical_accept")(tree, p, uniforms=u[r]), [0, 1, 2], [-1, 0, 1], 3,
+                                 "typical_accept")
+        why = typical_violation([0, 1, 2], [-1, 0, 1], p, 0.09, 0.3, nodes, token)
+        assert why is None, f"typical_accept (uniforms {u[r].tolist()}): {why}"
+        assert nodes == (0, 1), f"typical_accept kept nodes {list(nodes)}; node 1 is typical and node 2 is not"
+        counts[token] += 1
+    obs, exp = lumped(counts, [x * n for x in p[1].tolist()])
+    pvalue = chi2_sf(sum((o - e) ** 2 / e for o, e in zip(obs, exp)), len(exp) - 1)
+    assert pvalue >= ALPHA, (f"the final tokens {counts} in {n} draws do not follow the last row {p[1].tolist()}: "
+                             f"chi-square p-value {pvalue:.3g} < {ALPHA:g}")
+
+
+@example(t=([0, 1, 0], [-1, 0, 1], torch.tensor([[.6, .4], [.95, .05], [.5, .5]], dtype=torch.float64)),
+         eps=0.09, delta=0.3, u0=0.5).via("mutant:typical_own_row")
+@example(t=([0, 1], [-1, 0], torch.tensor([[.9, .1], [.5, .5]], dtype=torch.float64)),
+         eps=0.5, delta=0.3, u0=0.5).via("mutant:typical_no_exp")
+@example(t=([0, 1], [-1, 0], torch.tensor([[.82, .18], [.5, .5]], dtype=torch.float64)),
+         eps=0.3, delta=0.3, u0=0.5).via("mutant:typical_entropy_log2")
+@given(t=float_trees(), eps=st.sampled_from([0.09, 0.3, 1.0]), delta=st.sampled_from([0.0, 0.3, 0.55]),
+       u0=st.floats(0, 1, exclude_max=True))
+@pytest.mark.choice(TYPICAL_EXACT)
 def test_typical_accept_matches_medusa_rule(impl, t, eps, delta, u0):
     """Candidate c (parent cur) is typical iff p_cur(x_c) > min(ε, δ exp(-H(p_cur))), H in nats
     (the pinned (.82, .18) row: threshold 0.3 e^-0.471 = 0.187 > 0.18, rejected; in bits it would be
@@ -155,6 +239,7 @@ def test_typical_accept_matches_medusa_rule(impl, t, eps, delta, u0):
     assert res.nodes.tolist() == nodes, f"typical_accept keeps nodes {res.nodes.tolist()}, Medusa's rule {nodes}"
 
 
+@pytest.mark.choice(SEEDED)
 def test_typical_generator_draws_n_uniforms(impl):
     """typical_accept(generator=g) uses only uniforms[0] but still draws N: it equals
     typical_accept(uniforms=torch.rand(N, dtype=float64)) from the same seed, and g ends in that
@@ -194,18 +279,52 @@ def _first_token_tv(impl, tree, p, **kw):
     return 0.5 * sum(abs(a - b) for a, b in zip(dist, p[0].tolist())), dist
 
 
+STATED_TREE = ([2, 0], [-1, 0])      # root 2, one candidate: token 0
+STATED_P = [[.35, .35, .30], [.2, .3, .5]]
+
+
 def test_typical_is_not_distribution_preserving(impl):
     """The stated case: vocab 3, target p(. | prefix) = (0.35, 0.35, 0.30) (entropy 1.097: the
     threshold is min(0.09, 0.3 e^-1.097) = 0.09), one candidate token 0. Typical acceptance accepts
     it every time, so the first token is 0 with probability 1, where the target says 0.35: total
-    variation 0.65 (asserted > 0.5). Lossless verify_tree on the same tree: TV 0 (exact cells)."""
-    tree = impl.get("build_tree")(2, [[0]])
-    p = torch.tensor([[.35, .35, .30], [.2, .3, .5]], dtype=torch.float64)
+    variation 0.65 (asserted > 0.5). Lossless verify_tree on the same tree, by the law: the
+    candidate is accepted iff u_1 < p(0) = .35 (checked at u_1 = .1 and .6), and after its
+    rejection the first token follows the residual (0, .35, .30) / .65 (support exact, 100 draws
+    of uniforms[0], chi-square p >= 1e-6): the first token is distributed as .35 δ_0 + .65 x the
+    residual = p[0], TV 0 (the exact identity for the inverse CDF: the next test)."""
+    tree = impl.get("tree_from_parents")(*STATED_TREE)
+    p = torch.tensor(STATED_P, dtype=torch.float64)
     tv, dist = _first_token_tv(impl, tree, p)
     print(f"\ntypical acceptance (eps 0.09, delta 0.3), p = (0.35, 0.35, 0.30), candidate 0: first-token "
           f"distribution {dist}, total variation from the target {tv:.4f}")
     assert tv > 0.5, f"total variation {tv:.4f}: typical acceptance was expected to move the distribution"
-    # the lossless verifier on the same tree: the first token's distribution is exactly p[0]
+    verify = impl.get("verify_tree")
+    tokens, parents = STATED_TREE
+    n, counts = 101, [0, 0, 0]
+    v = torch.rand(n, generator=torch.Generator().manual_seed(5), dtype=torch.float64).tolist()
+    for r in range(n):
+        u1 = 0.1 if r == 0 else 0.6            # accepted once, then rejected: the residual's draws
+        u = torch.tensor([v[r], u1], dtype=torch.float64)
+        nodes, token = read_path(verify(tree, p, uniforms=u), tokens, parents, 3)
+        why = outcome_violation(tree_outcomes(tokens, parents, p, None, u), nodes, token)
+        assert why is None, f"verify_tree on the stated tree (uniforms {u.tolist()}): {why}"
+        if r:
+            counts[token] += 1
+    residual = [0, .35 / .65, .30 / .65]
+    obs, exp = lumped(counts, [w * (n - 1) for w in residual])
+    pvalue = chi2_sf(sum((o - e) ** 2 / e for o, e in zip(obs, exp)), len(exp) - 1)
+    assert pvalue >= ALPHA, (f"verify_tree on the stated tree, candidate rejected: first tokens {counts} in {n - 1} "
+                             f"draws, the residual (0, .35, .30) / .65 expects {[round(w * (n - 1), 1) for w in residual]}: "
+                             f"chi-square p-value {pvalue:.3g} < {ALPHA:g}")
+
+
+@pytest.mark.choice("the final token is the inverse CDF of uniforms[0]; acceptance is float64 u * q < p")
+def test_typical_case_verify_tree_exact(impl):
+    """The stated case's lossless control as an exact identity: verify_tree evaluated at the middle
+    of every cell of (u_1, uniforms[0]) (accept iff u_1 < .35; then the inverse CDF of the residual
+    (0, .35, .30) / .65) gives the first token's distribution p[0] exactly (within 1e-12)."""
+    tree = impl.get("tree_from_parents")(*STATED_TREE)
+    p = torch.tensor(STATED_P, dtype=torch.float64)
     verify = impl.get("verify_tree")
     exact = [0.0, 0.0, 0.0]
     for a_lo, a_hi in ((0.0, 0.35), (0.35, 1.0)):           # accept / reject node 1 (threshold p(0) = .35)

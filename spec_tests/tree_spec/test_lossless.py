@@ -1,21 +1,29 @@
 """Lossless tree verification (recursive rejection sampling over siblings) keeps the target
-distribution: proven by exact enumeration over the candidate trees and the uniforms' cells
-(oracles.py); a chain is exactly speculative.verify; pinned corner cases, each naming its mutant."""
+distribution, with the reference's exact rule; a chain is speculative.verify; pinned corner
+cases, each naming its mutant. (The law for any tree verifier: test_law.py.)
+
+The reference's choice (``@pytest.mark.choice``, checked at token-exact only): the final token is
+the inverse CDF of uniforms[0] and acceptance is float64 ``u * q < p``; then every cell of the
+uniforms' cube (oracles.py) has one output, and the distribution the implementation induces is
+known exactly (Fractions) and must be lossless as an identity. The unmarked tests here judge the
+same chains and pinned trees by the law (speculative's law_violation; oracles.tree_outcomes).
+"""
 from __future__ import annotations
 
 from fractions import Fraction
 
 import pytest
 import torch
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from spec_tests.speculative.oracles import lossless_violation
-from spec_tests.speculative.strategies import TreeCase, batch_cases
-from spec_tests.tree_spec.oracles import (POINTS, assert_generator_is_one_uniform_draw, read_verified,
-                                         rule_distribution, tree_cells, verify_kwargs)
-from spec_tests.tree_spec.strategies import ROOT, SpecTree, spec_trees
+from spec_tests.speculative.oracles import law_violation, lossless_violation
+from spec_tests.speculative.strategies import batch_cases
+from spec_tests.tree_spec.oracles import (POINTS, assert_generator_is_one_uniform_draw, outcome_violation, read_path,
+                                         read_verified, rule_distribution, tree_cells, tree_outcomes, verify_kwargs)
+from spec_tests.tree_spec.strategies import CASES, ROOT, TREE_MODES, SpecTree, spec_trees, sweep_trees
 
 ONE_MINUS = 1.0 - 2.0 ** -53
+EXACT = "the final token is the inverse CDF of uniforms[0]; acceptance is float64 u * q < p"
 
 
 def _tree(impl, st_: SpecTree, toks):
@@ -48,25 +56,8 @@ def _assert_lossless(impl, st_: SpecTree):
     assert why is None, f"not lossless: {why}\n  case: {st_!r}"
 
 
-CASES = {
-    # two i.i.d. children from q, q > 0 where p = 0: the second sibling is tried with the residual
-    "iid siblings, q > 0 where p = 0": SpecTree(
-        TreeCase(vocab=3, gamma=1, den=4, p_table=((2, 2, 0), (1, 1, 2)), q_mode="table", q_table=((1, 1, 2),),
-                 p_key=1), (2, 0, 0)),
-    # q == p at depth 2: every first child is accepted
-    "q == p, depth 2": SpecTree(
-        TreeCase(vocab=2, gamma=2, den=4, p_table=((1, 3), (2, 2)), q_mode="equal", p_key=2), (2, 1, 1)),
-    # disjoint supports: every candidate is rejected, the token comes from p
-    "disjoint supports": SpecTree(
-        TreeCase(vocab=3, gamma=1, den=4, p_table=((4, 0, 0),), q_mode="disjoint", q_table=((0, 2, 2),)), (2, 0, 0)),
-    # deterministic candidates (target-only tree sampling), a repeated sibling token
-    "fixed candidates with a repeat": SpecTree(
-        TreeCase(vocab=3, gamma=2, den=8, p_table=((4, 2, 2), (1, 6, 1), (0, 4, 4)), q_mode="equal", p_key=5),
-        (2, 2, 1), tokens=(0, 1, 1, 1, 2)),
-}
-
-
 @pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.choice(EXACT)
 def test_lossless_fixed_cases(impl, name):
     """Named corner cases (i.i.d. siblings, q == p, disjoint supports, fixed candidates with a
     repeated token): exact enumeration, the rule's cells and losslessness."""
@@ -74,6 +65,7 @@ def test_lossless_fixed_cases(impl, name):
 
 
 @given(st_=spec_trees())
+@pytest.mark.choice(EXACT)
 def test_lossless_by_exact_enumeration(impl, st_):
     """Depth <= 2, branching <= 2, vocab <= 5, Hypothesis p and q (q == p, disjoint supports, q > 0
     where p = 0, mixtures, fixed candidates): for every candidate tree and every cell of the
@@ -83,51 +75,8 @@ def test_lossless_by_exact_enumeration(impl, st_):
 
 
 # ----------------------------------------------------------------------------- every shape, exhaustively
-def all_shapes(max_branch: int = 2) -> list[tuple]:
-    """Every tree shape of depth <= 2 and branching <= ``max_branch`` (13 for 2), then the root
-    with 3 children (none or one of them with a child): three siblings, two rejected in a row."""
-    import itertools
-    out = [(0,)]
-    for b0 in range(1, max_branch + 1):
-        out += [(b0, *deeper) for deeper in itertools.product(range(max_branch + 1), repeat=b0)]
-    return out + [(3, 0, 0, 0), (3, 1, 0, 0)]
-
-
-SWEEP_TABLES = {2: dict(p=((1, 3), (3, 1), (4, 0)), q=((2, 2), (3, 1)), sup=((4, 0),), dis=((0, 4),)),
-                3: dict(p=((2, 1, 1), (0, 3, 1), (1, 0, 3)), q=((1, 1, 2), (2, 2, 0)), sup=((3, 1, 0),), dis=((0, 0, 4),))}
-
-
-def sweep_trees(mode: str) -> list[SpecTree]:
-    """The bounded-exhaustive sweep of one mode: every shape of :func:`all_shapes`, vocabulary 2
-    (and 3 where it has at most 4 candidates), fixed prefix-dependent tables with zeros (den 4).
-    Modes: ``iid`` (children drawn i.i.d. from q, every draw enumerated), ``equal`` (q == p),
-    ``disjoint`` (supports), ``fixed`` (draft_probs None: EVERY assignment of candidate tokens,
-    repeats included, is its own case)."""
-    import itertools
-    out = []
-    for shape in all_shapes():
-        depth = 0 if shape[0] == 0 else (2 if any(shape[1:]) else 1)
-        n_cand = shape[0] + sum(shape[1:])
-        for vocab, t in SWEEP_TABLES.items():
-            if vocab > 2 and n_cand > 4:
-                continue
-            common = dict(vocab=vocab, gamma=depth, den=4, p_key=1, q_key=2)
-            if mode == "iid":
-                out.append(SpecTree(TreeCase(p_table=t["p"], q_mode="table", q_table=t["q"], **common), shape))
-            elif mode == "equal":
-                out.append(SpecTree(TreeCase(p_table=t["p"], q_mode="equal", **common), shape))
-            elif mode == "disjoint":
-                out.append(SpecTree(TreeCase(p_table=t["sup"], q_mode="disjoint", q_table=t["dis"], **common), shape))
-            elif vocab == 2 or n_cand <= 2:
-                case = TreeCase(p_table=t["p"], q_mode="equal", **common)
-                out += [SpecTree(case, shape, toks) for toks in itertools.product(range(vocab), repeat=n_cand)]
-    return out
-
-
-TREE_MODES = ("iid", "equal", "disjoint", "fixed")
-
-
 @pytest.mark.parametrize("mode", TREE_MODES)
+@pytest.mark.choice(EXACT)
 def test_lossless_every_shape(impl, mode):
     """Bounded-exhaustive: every tree shape up to depth 2 and branching 2 (and three siblings at
     the root) x each mode (:func:`sweep_trees`): every candidate tree, every cell of the uniforms,
@@ -137,11 +86,9 @@ def test_lossless_every_shape(impl, mode):
 
 
 # ----------------------------------------------------------------------------- a chain is speculative.verify
-@settings(max_examples=max(1, settings().max_examples))
-@given(case=batch_cases(max_batch=1, max_gamma=4, max_vocab=12, greedy=False), no_q=st.booleans())
-def test_chain_is_speculative_verify(impl, reference, case, no_q):
-    """Branching 1: the chain root -> x_1 -> ... -> x_γ verified with uniforms (v, u_1 .. u_γ)
-    emits exactly what speculative.verify emits with uniforms (u_1 .. u_γ, v), every dtype."""
+def _chain(impl, case, no_q):
+    """A one-row speculative case as a chain root -> x_1 -> ... -> x_γ verified with uniforms
+    (v, u_1 .. u_γ): (speculative's keyword arguments, verify_tree's emitted tokens)."""
     case = case.with_(lens=(), garbage=False, no_q=no_q)
     kw = case.tensors()
     gamma = case.gamma
@@ -154,6 +101,28 @@ def test_chain_is_speculative_verify(impl, reference, case, no_q):
     u = kw["uniforms"][0]
     got = read_verified(impl.get("verify_tree")(tree, p, q, uniforms=torch.cat([u[gamma:], u[:gamma]])),
                         [ROOT, *x], case.vocab, "verify_tree on a chain")
+    return case, kw, got
+
+
+@settings(max_examples=max(1, settings().max_examples))
+@given(case=batch_cases(max_batch=1, max_gamma=4, max_vocab=12, greedy=False), no_q=st.booleans())
+def test_chain_obeys_speculative_law(impl, case, no_q):
+    """Branching 1, every dtype: the chain verified with uniforms (v, u_1 .. u_γ) is judged by
+    speculative's law with acceptance uniforms (u_1 .. u_γ): the threshold rule's acceptance count
+    (float32 rounding admitted within 2^-21 of a threshold), the emitted token in the residual's /
+    bonus p's support."""
+    case, kw, got = _chain(impl, case, no_q)
+    why = law_violation(kw, [got])
+    assert why is None, f"chain: {why}\n  case: {case!r}"
+
+
+@settings(max_examples=max(1, settings().max_examples))
+@given(case=batch_cases(max_batch=1, max_gamma=4, max_vocab=12, greedy=False), no_q=st.booleans())
+@pytest.mark.choice("a chain emits speculative.verify's tokens for the same uniforms (inverse CDF, float64)")
+def test_chain_is_speculative_verify(impl, reference, case, no_q):
+    """Branching 1: the chain root -> x_1 -> ... -> x_γ verified with uniforms (v, u_1 .. u_γ)
+    emits exactly what speculative.verify emits with uniforms (u_1 .. u_γ, v), every dtype."""
+    case, kw, got = _chain(impl, case, no_q)
     tokens, k = reference.of("speculative").get("verify")(**kw)
     want = tuple(tokens[0, :int(k[0]) + 1].tolist())
     assert got == want, f"chain: verify_tree emits {list(got)}, speculative.verify {list(want)}\n  case: {case!r}"
@@ -195,18 +164,39 @@ PINNED = {
 }
 
 
+def _pinned_call(impl, pin):
+    tree = impl.get("tree_from_parents")(pin["tokens"], pin["parents"])
+    p = torch.tensor(pin["p"], dtype=torch.float64)
+    q = None if pin["q"] is None else torch.tensor(pin["q"], dtype=torch.float64)
+    u = torch.tensor(pin["u"], dtype=torch.float64)
+    return impl.get("verify_tree")(tree, p, q, uniforms=u), p, q, u
+
+
 @pytest.mark.parametrize("name", list(PINNED))
+def test_pinned_law(impl, name):
+    """The same hand-made trees, judged by the law (oracles.tree_outcomes): the accepted nodes
+    the recursive threshold rule gives for these uniforms (float32 rounding admitted within 2^-21
+    of a threshold, a candidate of probability 0 never accepted, the residual after a rejected
+    sibling normalised and used for the next one) and a final token in the support of the
+    distribution left."""
+    pin = PINNED[name][0]
+    result, p, q, u = _pinned_call(impl, pin)
+    nodes, token = read_path(result, pin["tokens"], pin["parents"], len(pin["p"][0]), name)
+    why = outcome_violation(tree_outcomes(pin["tokens"], pin["parents"], p, q, u), nodes, token)
+    assert why is None, f"{name}: {why}"
+
+
+@pytest.mark.parametrize("name", list(PINNED))
+@pytest.mark.choice(EXACT)
 def test_pinned(impl, name):
     """Hand-made trees with their exact result and the mutant each catches."""
     pin, want, _mutant = PINNED[name]
-    tree = impl.get("tree_from_parents")(pin["tokens"], pin["parents"])
-    q = None if pin["q"] is None else torch.tensor(pin["q"], dtype=torch.float64)
-    got = read_verified(impl.get("verify_tree")(tree, torch.tensor(pin["p"], dtype=torch.float64), q,
-                                                          uniforms=torch.tensor(pin["u"], dtype=torch.float64)),
-                        pin["tokens"], len(pin["p"][0]), name)
+    got = read_verified(_pinned_call(impl, pin)[0], pin["tokens"], len(pin["p"][0]), name)
     assert list(got) == want, f"{name}: emitted {list(got)}, pinned {want}"
 
 
+# ----------------------------------------------------------------------------- the generator path
+@pytest.mark.choice("the generator is consumed as one torch.rand(N, float64)")
 def test_generator_draws_n_uniforms(impl):
     """verify_tree(generator=g) == verify_tree(uniforms=torch.rand(N, dtype=float64) from the same
     seed), and g ends in that draw's state."""
