@@ -277,7 +277,7 @@ def _routes(fns) -> dict:
                 or xx.dtype not in FLOAT_DTYPES or x.dim() == 0:
             # other reductions are not routed: torch's sum (not overridden) over the count
             dims = list(range(x.dim())) if not dim else list(dim)
-            count = math.prod(x.shape[d] for d in dims)
+            count = math.prod(x.shape[d] for d in dims) if x.dim() else 1   # a 0-d tensor: its one value
             return torch.sum(xx, dims, keepdim=keepdim) / count
         out = fns.row_mean(xx)
         return out.unsqueeze(-1) if keepdim else out

@@ -94,6 +94,7 @@ def edge_calls(x, w, bias) -> dict:
         "softmax M=0": lambda: torch.softmax(x[:0], -1),
         "mean L=0": lambda: x[:, :0].mean(-1),
         "mean M=0": lambda: x[:0].mean(-1),
+        "mean 0-d": lambda: x[0, 0].mean(-1),
         "log_softmax 3-D dim 0": lambda: torch.log_softmax(x3, 0),
         "log_softmax 3-D dim 1": lambda: torch.log_softmax(x3, 1),
         "softmax 3-D dim 0": lambda: torch.softmax(x3, 0),
