@@ -64,4 +64,8 @@ TRIAGE = {
         "outside the contract", _MATMUL_TILED),
     ("optimized", "IEEE=a.dtype == torch.float32, GROUP_M=8, num_warps=warps, num_stages=stages)", "== -> != (#2)"): (
         "outside the contract", _MATMUL_TILED),
+    ('optimized', 'IEEE=q.dtype == torch.float32, num_warps=4)', '4 -> 5'): (
+        "outside the contract", "the decode split kernel's num_warps: ignored by the Triton interpreter (the CPU run), "
+                                "rejected at launch on a GPU ('num_warps must be a power of 2'); not run natively in "
+                                "this measure"),
 }
