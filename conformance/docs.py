@@ -360,6 +360,8 @@ CALLS = {
     "speculative/test_verify.py::test_rejects_arguments_on_another_device": "verify",
     "attention/test_attention.py::test_rejects_tensors_on_another_device": "attention and attention_tiled",
     "prefix_cache/test_prefix_cache.py::test_block_table_rejects_bad_input": "PrefixCache.block_table",
+    "batch_invariant/test_batch_invariant.py::test_row_functions_reject_bad_input":
+        "log_softmax, softmax, row_sum and row_mean",
 }
 
 
