@@ -14,4 +14,13 @@ TRIAGE = {
                       "one call; which free block a call takes is open by the contract ('implementations may "
                       "choose any free block') and every test of the concept compares ids up to a consistent "
                       "renaming (only spec_tests/bundled/ pins the bundled allocators' LIFO ids)"),
+    ("reference", "return self.free_blocks.pop(0)", "0 -> -1"): (
+        "equivalent", "which free block is taken is open by the contract (block ids are compared up to a "
+                      "renaming, a bijection kept across the whole run); pop(-1) is another consistent choice"),
+    ("reference", "self.free_blocks.insert(0, block)", "0 -> 1"): (
+        "equivalent", "the order of the free list is the block choice the contract leaves open; inserting at 1 "
+                      "keeps every freed block free and every used one used"),
+    ("reference", "self.free_blocks.insert(0, block)", "0 -> -1"): (
+        "equivalent", "the order of the free list is the block choice the contract leaves open; inserting before "
+                      "the last keeps every freed block free and every used one used"),
 }

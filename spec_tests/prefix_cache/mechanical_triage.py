@@ -53,4 +53,10 @@ TRIAGE = {
         "equivalent", "array(tokens, 'Q') always raises TypeError, which is caught: every call takes the fallback, "
                       "check_tokens (the contract's checks and errors) and _block_repr, whose "
                       "array('Q', block).tobytes() are the very bytes the fast path slices"),
+    ('reference', 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat`"): (
+        "equivalent", "mark_computed's next statement, `tokens, extra_key = self.prompts[seq]`, raises KeyError(seq) "
+                      "for the same seq before anything changes"),
+    ('reference', 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat` (#2)"): (
+        "equivalent", "free's next statement, `table = self.tables.pop(seq)`, raises KeyError(seq) before anything "
+                      "changes"),
 }
