@@ -848,6 +848,7 @@ BAD = [
         ("row 1", "masked")),
     Bad("bias shape", _params(logit_bias=torch.zeros(5)), ValueError, ("logit_bias",)),
     Bad("bias token", _params(logit_bias={6: 1.0}), ValueError, ("logit_bias",)),
+    Bad("bias token -1", _params(logit_bias={-1: 1.0}), ValueError, ("logit_bias",)),   # not "the last token"
     Bad("bias NaN", _params(logit_bias={0: math.nan}), ValueError, ("logit_bias",)),
     Bad("bias +inf", _params(logit_bias={0: math.inf}), ValueError, ("logit_bias",)),
     Bad("bias rows", _params(logit_bias=[{0: 1.0}]), ValueError, ("logit_bias",)),
@@ -887,6 +888,11 @@ BAD = [
     Bad("logits rank 3", _with_logits(lambda x: x[None].clone()), ValueError, ("logits",)),
     Bad("logits bool", _with_logits(lambda x: x > 0), TypeError, ("logits",)),
     Bad("logits row all -inf", _with_logits(lambda x: _set(x, 1, -math.inf)), ValueError, ("row 1", "masked")),
+    # a +inf logit banned by a -inf bias is NaN after the bias (raw logits hold no NaN): still an
+    # error naming ITS row (row 1, at token 3: a check over the wrong axis names "row 3")
+    Bad("+inf logit banned by a -inf bias, row 1", lambda kw: {**_with_logits(lambda x: _set(x, (1, 3), math.inf))(kw),
+                                                               **_params(logit_bias=[None, {3: -math.inf}])},
+        ValueError, ("logits", "row 1")),
     Bad("prompt an int", dict(prompt_tokens=5), TypeError, ("prompt_tokens",)),
     Bad("prompt a string", dict(prompt_tokens="ab"), TypeError, ("prompt_tokens",)),
     Bad("prompt rows", dict(prompt_tokens=[[1], [2], [3]]), ValueError, ("prompt_tokens",)),
@@ -913,9 +919,16 @@ BAD = [
         ("prompt_tokens",)),
     Bad("prompt 3-D tensor", dict(prompt_tokens=torch.zeros(2, 1, 1, dtype=torch.int64)), TypeError,
         ("prompt_tokens",)),
+    # a 1-D integer tensor of length batch is batch ids, not batch token-id sequences
+    Bad("prompt 1-D int tensor of length batch", dict(prompt_tokens=torch.tensor([0, 1])), (TypeError, ValueError),
+        ("prompt_tokens",)),
     # the integer check of a per-row tensor holds with no value to look at (batch 0)
     Bad("top_k empty float tensor, batch 0", lambda kw: {**kw, "logits": kw["logits"][:0].clone(),
                                                          **_params(top_k=torch.zeros(0))}, TypeError, ("top_k",)),
+    # ... and so does the real-number check (a bool tensor holds no real numbers, whatever its length)
+    Bad("temperature empty bool tensor, batch 0", lambda kw: {**kw, "logits": kw["logits"][:0].clone(),
+                                                              **_params(temperature=torch.zeros(0, dtype=torch.bool))},
+        TypeError, ("temperature",)),
 ]
 
 
