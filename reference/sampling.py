@@ -121,7 +121,9 @@ class SamplingParams:
     (a sequence or 1-D tensor of length batch). Defaults disable every stage (plain softmax).
 
     ``top_k`` is an int (a bool is not); as a tensor it has an integer dtype, even when it holds no
-    value (batch 0: ``torch.tensor([])`` is float32 and rejected).
+    value (batch 0: ``torch.tensor([])`` is float32 and rejected). Likewise the real-valued fields
+    (temperature, top_p, min_p, the penalties) as tensors hold real numbers: a bool or complex
+    tensor is a TypeError, also when it holds no value.
 
     logit_bias: None, a ``{token_id: bias}`` dict for every row, a sequence of ``batch`` such
     dicts (or None), or a dense float tensor of shape (vocab,) or (batch, vocab). Biases are
