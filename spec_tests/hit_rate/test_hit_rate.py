@@ -145,6 +145,33 @@ def test_cache_argument(impl):
     assert given.total == 8 and given.match_prefix([5, 6]).length == 2, "simulate did not use the given cache"
 
 
+def test_inserted_slots_are_fresh(impl):
+    """Every prompt is inserted with fresh slot ids: no two cached tokens share a slot (replay and
+    simulate alike, capacity 0 to unbounded), so a cache passed in never aliases two tokens' KV."""
+    trace = [[1, 2, 3], [4, 5], [1, 2, 6, 7], [8]]
+    for run in ("replay", "simulate"):
+        given = RadixCache()
+        if run == "replay":
+            impl.get("replay")(trace, cache=given)
+        else:
+            impl.get("simulate")([(float(i), p) for i, p in enumerate(trace)], policy="lpm", cache=given)
+        slots = {}
+        for p in trace:
+            m = given.match_prefix(p)
+            for i, s in enumerate(m.slots):
+                slots.setdefault(tuple(p[:i + 1]), int(s))
+        assert given.total == len(slots) == 8, f"{run}: {given.total} cached tokens, {len(slots)} prefixes"
+        assert len(set(slots.values())) == len(slots), f"{run}: two cached tokens share a slot: {slots}"
+
+
+@pytest.mark.parametrize("policy", ["fcfs", "lpm"])
+def test_simulate_capacity_zero_caches_nothing(impl, policy):
+    """simulate with capacity 0 (legal: an int >= 0) caches nothing: every request misses, even an
+    exact repeat."""
+    r = impl.get("simulate")([(0.0, [1, 2, 3]), (0.0, [1, 2, 3]), (5.0, [1, 2, 3])], policy=policy, capacity=0)
+    assert r["hits"] == [0, 0, 0]
+
+
 # --- rates -------------------------------------------------------------------------------------
 
 def test_rates_definitions(impl):
@@ -397,6 +424,7 @@ REPLAY_BAD = [
     Bad("bool capacity", dict(capacity=True), TypeError, ("capacity",)),
     Bad("cache not a cache", dict(cache=object()), TypeError, ("cache",)),
     Bad("cache not empty", lambda v: {**v, "cache": _filled_cache()}, ValueError, ("cache",)),
+    Bad("cache of another page size", lambda v: {**v, "cache": RadixCache(page_size=2)}, ValueError, ("cache",)),
 ]
 
 
@@ -435,6 +463,7 @@ PREFILL_BAD = [
     Bad("negative new_tokens", dict(new_tokens=-1), ValueError, ("new_tokens",)),
     Bad("float new_tokens", dict(new_tokens=1.5), TypeError, ("new_tokens",)),
     Bad("negative cached_tokens", dict(cached_tokens=-3), ValueError, ("cached_tokens",)),
+    Bad("cached_tokens -1", dict(cached_tokens=-1), ValueError, ("cached_tokens",)),
     Bad("None cached_tokens", dict(cached_tokens=None), TypeError, ("cached_tokens",)),
     Bad("cost a tuple", dict(cost=(1e-3, 1e-5, 1e-9)), TypeError, ("cost",)),
     Bad("zero a", dict(cost=PrefillCost(a=0.0)), ValueError, ("cost.a",)),
@@ -471,6 +500,8 @@ def test_time_saved_rejects_bad_input(impl, bad):
 SIM_VALID = dict(requests=[(0.0, [1, 2, 3]), (1, [1, 2, 4])], policy="lpm", block_size=1, capacity=None)
 SIM_BAD = [
     Bad("requests a dict", dict(requests={0: [1]}), TypeError, ("requests",)),
+    Bad("requests an empty dict", dict(requests={}), TypeError, ("requests",)),
+    Bad("requests None", dict(requests=None), TypeError, ("requests",)),
     Bad("request not a pair", dict(requests=[(0.0, [1], 3)]), TypeError, ("requests",)),
     Bad("request a bare prompt", dict(requests=[[1, 2, 3]]), TypeError, ("requests",)),
     Bad("negative arrival", dict(requests=[(-1.0, [1])]), ValueError, ("arrival",)),
@@ -479,6 +510,7 @@ SIM_BAD = [
     Bad("empty prompt", dict(requests=[(0.0, [])]), ValueError, ("requests",)),
     Bad("unknown policy", dict(policy="lru"), ValueError, ("policy",)),
     Bad("negative capacity", dict(capacity=-2), ValueError, ("capacity",)),
+    Bad("capacity -1", dict(capacity=-1), ValueError, ("capacity",)),
     Bad("zero block_size", dict(block_size=0), ValueError, ("block_size",)),
     Bad("cost a dict", dict(cost={"a": 1}), TypeError, ("cost",)),
 ]
