@@ -46,6 +46,12 @@ LOOP_BAD = [
     Bad("generator not a Generator", dict(temperature=1.0, generator=3), TypeError, ("generator",)),
     Bad("draft of another vocab", lambda v: {**v, "draft": tiny_models_vocab(v)}, ValueError, ("draft",)),
     Bad("target not a model", dict(target="model"), TypeError, ("target",)),
+    Bad("target callable without config", dict(target=lambda *a, **k: None), TypeError, ("target",)),
+    Bad("draft not a model", dict(draft="model"), TypeError, ("draft",)),
+    Bad("prompt negative id", lambda v: {**v, "prompt": torch.tensor([-1, 2])}, ValueError, ("prompt",)),
+    Bad("generator not a Generator at temperature 0", dict(generator=3), TypeError, ("generator",)),
+    Bad("sampling without generator, nothing to emit", dict(temperature=1.0, max_new_tokens=0), ValueError,
+        ("generator",)),
 ]
 
 

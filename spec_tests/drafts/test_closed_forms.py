@@ -56,6 +56,14 @@ def test_break_even_alpha(impl, gamma, c):
     assert impl.get("break_even_alpha")(gamma, 0.0) == 0
 
 
+@pytest.mark.choice("break_even_alpha returns the upper end of its bisection of [0, 1]: the first midpoint with speedup >= 1")
+@pytest.mark.parametrize("c", [0.5, 0.25, 0.75, 0.375])
+def test_break_even_alpha_exact_on_the_bisection_grid(impl, c):
+    """γ = 1: α* = c. Where c is a midpoint of the bisection of [0, 1] (a dyadic), the reference's
+    bisection (lo < α* <= hi kept by `speedup(mid) < 1`) lands on it and returns it exactly."""
+    assert impl.get("break_even_alpha")(1, c) == c
+
+
 @pytest.mark.parametrize("p, q, gamma", [
     ([0.5, 0.25, 0.125, 0.125, 0, 0], [0.25, 0.5, 0.125, 0.125, 0, 0], 3),        # α = 0.75
     ([0.4, 0.3, 0.2, 0.1, 0, 0], [0.1, 0.2, 0.3, 0.2, 0.1, 0.1], 2),              # α = 0.6

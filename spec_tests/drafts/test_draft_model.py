@@ -61,6 +61,15 @@ def test_noise_perturbs_every_parameter_by_its_scale(impl, reference):
         assert not torch.equal(w, c.state_dict()[name]), f"{name}: another seed gave the same draft"
 
 
+def test_seed_defaults_to_zero(impl, reference):
+    """seed defaults to 0: draft_model(target, noise=σ) is draft_model(target, noise=σ, seed=0)."""
+    target = tiny_models(reference, layers=2, seed=4)
+    make = impl.get("draft_model")
+    a, b = make(target, noise=0.3), make(target, noise=0.3, seed=0)
+    for name, w in a.state_dict().items():
+        assert torch.equal(w, b.state_dict()[name]), f"{name}: the default seed is not 0"
+
+
 def test_noise_is_one_stream_in_state_dict_order(impl, reference):
     """The stated recipe: W + noise * std(W) * N(0, 1), the N float32 draws of ONE
     torch.Generator().manual_seed(seed), taken parameter after parameter in state_dict order. Each

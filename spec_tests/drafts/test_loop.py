@@ -178,3 +178,15 @@ def test_exactly_fills_max_seq_len(impl, reference, kind):
     draft = None if kind == "ngram" else tiny_models(reference, layers=1, seed=1, max_seq_len=12)
     got = impl.get("speculative_generate")(target, draft, prompt, 4, max_new_tokens=6, temperature=0)
     assert_target_greedy(got, reference, target, prompt, 6, f"{kind} draft filling max_seq_len")
+
+
+@pytest.mark.parametrize("kind", ["ngram", "fewer_layers"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_zero_new_tokens_is_an_empty_int64_tensor(impl, reference, kind, temperature):
+    """max_new_tokens = 0 (legal: an int >= 0) returns an empty int64 tensor of shape (0,)."""
+    target = tiny_models(reference, layers=2, seed=1, max_seq_len=12)
+    draft = None if kind == "ngram" else tiny_models(reference, layers=1, seed=1, max_seq_len=12)
+    got = impl.get("speculative_generate")(target, draft, torch.tensor(PROMPT, dtype=torch.int64), 3,
+                                           max_new_tokens=0, temperature=temperature, generator=generator(1))
+    got = torch.as_tensor(got)
+    assert got.shape == (0,) and got.dtype == torch.int64, (got.shape, got.dtype)
