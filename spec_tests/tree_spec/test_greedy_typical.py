@@ -371,6 +371,8 @@ VERIFY_BAD = [
         ("target_probs", "sums")),
     Bad("tree token past vocab", lambda kw: {**kw, "tree": kw["tree"]._replace(tokens=torch.tensor([0, 1, 3, 2]))},
         ValueError, ("tree",)),
+    Bad("tree token -1", lambda kw: {**kw, "tree": kw["tree"]._replace(tokens=torch.tensor([0, 1, -1, 2]))},
+        ValueError, ("tree",)),
     Bad("uniforms wrong length", dict(uniforms=torch.zeros(3, dtype=torch.float64)), ValueError, ("uniforms",)),
     Bad("uniforms = 1", dict(uniforms=torch.tensor([0.1, 0.2, 1.0, 0.3], dtype=torch.float64)), ValueError, ("uniforms",)),
     Bad("uniforms negative", dict(uniforms=torch.tensor([0.1, -0.2, 0.5, 0.3], dtype=torch.float64)), ValueError,

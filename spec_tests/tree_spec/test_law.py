@@ -128,6 +128,24 @@ def test_lossless_law_every_shape(impl, mode):
     assert_tree_law(impl, sweep_trees(mode))
 
 
+@pytest.mark.parametrize("u1", [0.0, 0.5])
+def test_candidate_of_draft_probability_zero_is_never_accepted(impl, u1):
+    """The law: a candidate x_c with q_c(x_c) = 0 is never accepted, not even by u_c = 0 (its
+    threshold min(1, p/q) is not defined; the contract's test is q_c(x_c) > 0 and u_c q_c(x_c) <
+    p(x_c)). Here p = (1/2, 1/2), q = (1, 0) and the one candidate is token 1: it is rejected, the
+    residual max(p - q, 0) normalised is (0, 1), so the output is exactly the token 1 at the root."""
+    from reference.tree_spec import build_tree
+    tree = build_tree(0, [[1]])
+    p = torch.tensor([[0.5, 0.5], [0.5, 0.5]], dtype=torch.float64)
+    q = torch.tensor([[1.0, 0.0], [0.5, 0.5]], dtype=torch.float64)
+    for u0 in (0.0, 0.3, 0.999):
+        out = impl.get("verify_tree")(tree, p, q, uniforms=torch.tensor([u0, u1], dtype=torch.float64))
+        assert int(out.num_accepted) == 0 and list(out.nodes.tolist()) == [0], (
+            f"candidate token 1 has draft probability 0 and must be rejected (u = {u1}); got nodes {out.nodes.tolist()}")
+        assert list(out.tokens.tolist()) == [1], (
+            f"after the rejection the residual is (0, 1): the token must be 1, got {out.tokens.tolist()}")
+
+
 # ----------------------------------------------------------------------------- the generator path
 GENERATOR_CASE = SpecTree(
     TreeCase(vocab=3, gamma=2, den=8, p_table=((4, 2, 2), (1, 6, 1), (0, 4, 4)), q_mode="table",

@@ -218,6 +218,8 @@ PARENTS_BAD = [
     Bad("negative token", dict(tokens=[0, -1, 2]), ValueError, ("tokens",)),
     Bad("float tokens tensor", dict(tokens=torch.tensor([0.0, 1.0, 2.0])), TypeError, ("tokens",)),
     Bad("parents a string", dict(parents="-100"), TypeError, ("parents",)),
+    Bad("root parent -2", dict(parents=[-2, 0, 1]), ValueError, ("parents",)),
+    Bad("a second root (parent -1)", dict(parents=[-1, 0, -1]), ValueError, ("parents",)),
 ]
 
 
@@ -227,12 +229,25 @@ def test_tree_from_parents_rejects_bad_input(impl, bad):
     assert_rejects(impl.get("tree_from_parents"), dict(tokens=[0, 1, 2], parents=[-1, 0, 1]), bad)
 
 
+def test_root_may_be_a_0d_integer_tensor(impl):
+    """root is a token id: an int >= 0, or a 0-d integer tensor holding one (the token a model just
+    emitted, e.g. ``tokens[-1]``); the tree is the one of the plain int."""
+    for root in (torch.tensor(3), torch.tensor(3, dtype=torch.int32)):
+        got = impl.get("build_tree")(root, [[1, 2], [4]])
+        want = impl.get("build_tree")(3, [[1, 2], [4]])
+        assert got.tokens.tolist() == want.tokens.tolist() == [3, 1, 4, 2]
+        top = impl.get("expand_topk")(root, _uniform, 2, 1)
+        assert top.tokens.tolist() == [3, 0, 1]
+
+
 def _uniform(path):
     return torch.full((4,), 0.25, dtype=torch.float64)
 
 
 TOPK_BAD = [
     Bad("k zero", dict(k=0), ValueError, ("k",)),
+    Bad("next_probs a negative entry", dict(next_probs=lambda path: torch.tensor([1.5, -0.5, 0.0, 0.0], dtype=torch.float64)),
+        ValueError, ("next_probs",)),
     Bad("root a float tensor", dict(root=torch.tensor(0.0)), TypeError, ("root",)),
     Bad("k past vocab", dict(k=5), ValueError, ("k",)),
     Bad("k float", dict(k=2.0), TypeError, ("k",)),
@@ -259,6 +274,9 @@ LOGITS_BAD = [
     Bad("context 2-D", lambda v: {**v, "context": v["context"][None]}, ValueError, ("context",)),
     Bad("context float", lambda v: {**v, "context": v["context"].float()}, TypeError, ("context",)),
     Bad("context id past vocab", lambda v: {**v, "context": torch.tensor([1, 8])}, ValueError, ("context",)),
+    Bad("context id -1", lambda v: {**v, "context": torch.tensor([1, -1])}, ValueError, ("context",)),
+    Bad("tree token -1", lambda v: {**v, "tree": v["tree"]._replace(tokens=torch.tensor([3, -1, 6, 5]))},
+        ValueError, ("tree",)),
     Bad("tree token past vocab", lambda v: {**v, "tree": v["tree"]._replace(tokens=torch.tensor([3, 4, 6, 9]))},
         ValueError, ("tree",)),
     Bad("past max_seq_len", lambda v: {**v, "context": torch.zeros(30, dtype=torch.int64)}, ValueError, ("max_seq_len",)),
