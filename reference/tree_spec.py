@@ -30,8 +30,9 @@ tree), the other nodes are candidate tokens:
                            the node indices of the leaf's path root -> leaf, padded with -1 to the
                            tree's depth D + 1 (Medusa's retrieve_indices): the candidate sequences
 
-``build_tree(root, paths)``: ``paths`` a sequence of non-empty sequences of token ids (ints >= 0),
-each the tokens after the root; the nodes are their distinct prefixes (a trie: equal prefixes are
+``build_tree(root, paths)``: ``root`` a token id (an int >= 0, or a 0-d integer tensor, as
+``logits.argmax()`` gives; ``expand_topk`` likewise), ``paths`` a sequence of non-empty sequences of
+token ids (ints >= 0), each the tokens after the root; the nodes are their distinct prefixes (a trie: equal prefixes are
 one node), ordered by depth, then by first appearance in ``paths`` (so node order is breadth-first
 and parents come first). ``paths = []`` is the tree of one node (the root). ``tree_from_parents``
 takes the (tokens, parents) arrays as they are (no merging; siblings may hold the same token, as
