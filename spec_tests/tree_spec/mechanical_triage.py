@@ -48,4 +48,6 @@ TRIAGE = {
     ("reference", "residual = [max(a - b, 0.0) for a, b in zip(p, q)]", "max(a, b, ...) -> max(b, a, ...)"): (
         "equivalent", "a - b is finite (inputs validated); the two orders differ only in the sign of a zero "
                       "(-0.0 vs 0.0), which sums, comparisons u*q < p, w > 0 and the cumsum treat alike"),
+    ("reference", "mask = torch.zeros(n, n, dtype=torch.bool)", "zeros(a, b, ...) -> zeros(b, a, ...)"): (
+        "equivalent", "an n x n mask: swapping the two equal sizes changes nothing"),
 }

@@ -220,6 +220,7 @@ PARENTS_BAD = [
     Bad("parents a string", dict(parents="-100"), TypeError, ("parents",)),
     Bad("root parent -2", dict(parents=[-2, 0, 1]), ValueError, ("parents",)),
     Bad("a second root (parent -1)", dict(parents=[-1, 0, -1]), ValueError, ("parents",)),
+    Bad("a node its own parent", dict(parents=[-1, 0, 2]), ValueError, ("parents",)),
 ]
 
 
