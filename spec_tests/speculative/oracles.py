@@ -110,18 +110,24 @@ def _stops(case: TreeCase):
                 yield x, a, k, reach, stop, dist
 
 
+def cdf_cells(dist):
+    """(token, its share, the uniform's interval [v_lo, v_hi)) of each token of positive weight,
+    in token-id order: the inverse CDF's cells of the (unnormalised, exact) distribution ``dist``."""
+    total, lo = sum(dist), Fraction(0)
+    for t, w in enumerate(dist):
+        if w == 0:
+            continue
+        yield t, w / total, lo / total, (lo + w) / total
+        lo += w
+
+
 @functools.lru_cache(maxsize=64)
 def cells(case: TreeCase) -> tuple[Cell, ...]:
     """Every cell of positive probability (module doc), with its three points."""
     out = []
     g = case.gamma
     for x, a, k, reach, stop, dist in _stops(case):
-        total, lo = sum(dist), Fraction(0)
-        for t, w in enumerate(dist):
-            if w == 0:
-                continue
-            v_lo, v_hi = lo / total, (lo + w) / total
-            lo += w
+        for t, share, v_lo, v_hi in cdf_cells(dist):
             points = {}
             for where in POINTS:
                 u = [0.5] * (g + 1)
@@ -131,7 +137,7 @@ def cells(case: TreeCase) -> tuple[Cell, ...]:
                     u[k] = _inside(a[k], Fraction(1), where) if where != "high" else ONE_MINUS
                 u[g] = _inside(v_lo, v_hi, where)
                 points[where] = u
-            out.append(Cell(x, k, t, reach * stop * w / total, points))
+            out.append(Cell(x, k, t, reach * stop * share, points))
     return tuple(out)
 
 

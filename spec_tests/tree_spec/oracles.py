@@ -34,7 +34,7 @@ from fractions import Fraction
 
 import torch
 
-from spec_tests.speculative.oracles import (F32_SLACK, ONE_MINUS, accept_decisions, accept_prob,
+from spec_tests.speculative.oracles import (F32_SLACK, ONE_MINUS, accept_decisions, accept_prob, cdf_cells,
                                             argmax_set, law_point, support)
 from spec_tests.tree_spec.strategies import ROOT, SpecTree
 
@@ -136,12 +136,7 @@ def tree_cells(st: SpecTree) -> tuple[TreeCell, ...]:
     n = len(st.parents())
     out = []
     for toks, path, weight, ints, p in _stops(st):
-        total, lo = sum(p), Fraction(0)
-        for t, w in enumerate(p):
-            if w == 0:
-                continue
-            v_lo, v_hi = lo / total, (lo + w) / total
-            lo += w
+        for t, share, v_lo, v_hi in cdf_cells(p):
             points = {}
             for where in POINTS:
                 u = [0.5] * n
@@ -154,7 +149,7 @@ def tree_cells(st: SpecTree) -> tuple[TreeCell, ...]:
                         u[node] = ONE_MINUS if where == "high" else _inside(a, Fraction(1), where)
                 u[0] = _inside(v_lo, v_hi, where)
                 points[where] = u
-            out.append(TreeCell(toks, path, t, weight * w / total, points))
+            out.append(TreeCell(toks, path, t, weight * share, points))
     return tuple(out)
 
 
