@@ -107,3 +107,25 @@ def assert_rejects(fn: Callable[..., Any], valid: dict | Callable[[], dict], bad
         assert after_state == before_state, (f"bad input {bad.id!r}: the rejected call changed the "
                                              f"state:\n  before {before_state!r}\n  after  {after_state!r}")
     return caught
+
+
+def assert_rejects_without_data(fn: Callable[..., Any], kwargs: dict, bad: Bad, *, skip_is_failure: bool = False) -> None:
+    """``fn(**kwargs)`` raises ``bad.error`` whose message names each of ``bad.words`` as a whole
+    word (case-sensitive): for arguments on the "meta" device, whose tensors hold no data, so the
+    no-change check of :func:`assert_rejects` cannot run. With ``skip_is_failure`` (the caller has
+    already made a valid call, so a stub has skipped there), the harness's not-implemented skip --
+    here the NotImplementedError of reading a meta tensor's data -- fails the test."""
+    try:
+        fn(**kwargs)
+    except bad.error as exc:
+        assert all(re.search(rf"(?<![A-Za-z0-9_]){w}(?![A-Za-z0-9_])", str(exc)) for w in bad.words), (
+            f"input {bad.id!r}: the {bad.error.__name__} should name {bad.words}; it says: {exc}")
+    except pytest.skip.Exception as exc:
+        if not skip_is_failure:
+            raise
+        raise AssertionError(f"input {bad.id!r}: expected {bad.error.__name__}, the call read the meta tensors' "
+                             f"data (NotImplementedError: {exc.__cause__})") from exc
+    except Exception as exc:
+        raise AssertionError(f"input {bad.id!r}: expected {bad.error.__name__}, got {type(exc).__name__}: {exc}") from exc
+    else:
+        raise AssertionError(f"input {bad.id!r} was accepted; expected {bad.error.__name__}")
