@@ -92,8 +92,10 @@ def _set_op(new):
     return lambda n: setattr(n, "op", new())
 
 
-def sites(tree: ast.Module) -> list[Site]:
-    """Every variant of ``tree``, in :func:`ast.walk`'s order."""
+def sites(tree: ast.Module, text: str | None = None) -> list[Site]:
+    """Every variant of ``tree``, in :func:`ast.walk`'s order. ``text``, the source ``tree`` was
+    parsed from, names a dropped statement by its own first line (``ast.unparse`` writes f-strings
+    differently from one Python version to the next, and a name must not change with it)."""
     skip = _skipped(tree)
     out: list[Site] = []
     for node in ast.walk(tree):
@@ -143,8 +145,9 @@ def sites(tree: ast.Module) -> list[Site]:
                     continue
                 if (isinstance(stmt, (ast.Raise, ast.AugAssign))
                         or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call))):
-                    text = ast.unparse(stmt).splitlines()[0][:60]
-                    out.append(Site(stmt.lineno, f"drop `{text}`", node,
+                    code = (ast.get_source_segment(text, stmt) if text is not None else None) or ast.unparse(stmt)
+                    code = " ".join(part.strip() for part in code.splitlines())[:60]
+                    out.append(Site(stmt.lineno, f"drop `{code}`", node,
                                     lambda n, f=field, i=i: getattr(n, f).__setitem__(i, ast.Pass())))
     return out
 
@@ -156,14 +159,14 @@ def variants(path: str) -> list[tuple[int, str]]:
 
 @functools.lru_cache(maxsize=64)
 def _variants_of(text: str) -> tuple[tuple[int, str], ...]:
-    return tuple((s.line, s.what) for s in sites(ast.parse(text)))
+    return tuple((s.line, s.what) for s in sites(ast.parse(text), text))
 
 
 def _variant(text: str, k: int, path: str) -> tuple[int, str, str]:
     """(line, what, the whole module's text) of variant ``k`` of the source ``text`` (a fresh tree:
     a site changes its tree in place)."""
     tree = ast.parse(text)
-    found = sites(tree)
+    found = sites(tree, text)
     if not 0 <= k < len(found):
         raise ValueError(f"{path} has {len(found)} mechanical variants, no variant {k}")
     found[k].apply()

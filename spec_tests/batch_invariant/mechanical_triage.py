@@ -33,7 +33,7 @@ TRIAGE = {
                       "thrown into it) before __exit__ returns; torch.mm checked restored after exit, inside the "
                       "except block and after it"),
     ("reference", 'warnings.filterwarnings("ignore", message="(?s).*Overriding a previously registered kernel")',
-     "drop `warnings.filterwarnings('ignore', message='(?s).*Overriding `"): (
+     'drop `warnings.filterwarnings("ignore", message="(?s).*Overriding `'): (
         "outside the contract", "it only lets torch's 'Overriding a previously registered kernel' UserWarning "
                                 "through on entry to invariant_mode(); the contract states results, restoration and "
                                 "errors, no warnings, and every result is unchanged"),

@@ -11,7 +11,7 @@ to 0 (test_seed_defaults_to_zero); the choice test test_break_even_alpha_exact_o
 
 TRIAGE = {
     ("reference", 'raise ValueError(f"c must be finite, got {c}")',
-     "drop `raise ValueError(f'c must be finite, got {c}')`"): (
+     'drop `raise ValueError(f"c must be finite, got {c}")`'): (
         "equivalent", "dead code: check_real('c', c) just above already raises ValueError naming c for inf/nan"),
     ("reference", "_truncate(d_cache, min(d_cache.seq_len, len(seq) + k))", "min(a, b, ...) -> min(b, a, ...)"): (
         "equivalent", "min is symmetric"),
@@ -23,7 +23,7 @@ TRIAGE = {
         "i - 1 < g holds for every i in range(g), as i + 0 < g: the draft also forwards its last draft token "
         "(logits discarded), same K/V at the same positions; the draft's call count is not in the contract"),
     ("reference", 'raise ValueError(f"temperature must be finite, got {temperature}")',
-     "drop `raise ValueError(f'temperature must be finite, got {temperat`"): (
+     'drop `raise ValueError(f"temperature must be finite, got {temperat`'): (
         "equivalent", "dead code: check_real('temperature', ...) just above already raises ValueError naming "
                       "temperature for inf/nan"),
     ("reference", "if gamma == 0 or length <= n:", "or -> and"): (

@@ -15,14 +15,14 @@ _COMPACTION = ("the compaction rebuilds the heap from the records (every entry l
                "same least live key: only the heap's memory differs, and the contract states none")
 
 TRIAGE = {
-    ("reference", 'raise KeyError(f"src {src!r} is not tracked")', "drop `raise KeyError(f'src {src!r} is not tracked')`"): (
+    ("reference", 'raise KeyError(f"src {src!r} is not tracked")', 'drop `raise KeyError(f"src {src!r} is not tracked")`'): (
         "equivalent", "the lookup self._records[src] that follows raises KeyError(src), whose message is src's repr; "
                       "it differs only when dst is tracked too, where the contract orders neither error first"),
-    ("reference", 'raise KeyError(f"key {key!r} is not tracked")', "drop `raise KeyError(f'key {key!r} is not tracked')`"): (
+    ("reference", 'raise KeyError(f"key {key!r} is not tracked")', 'drop `raise KeyError(f"key {key!r} is not tracked")`'): (
         "equivalent", "remove's `del self._records[key]` that follows raises KeyError(key), whose message is key's repr"),
-    ("reference", 'raise KeyError(f"key {key!r} is not tracked")', "drop `raise KeyError(f'key {key!r} is not tracked')` (#2)"): (
+    ("reference", 'raise KeyError(f"key {key!r} is not tracked")', 'drop `raise KeyError(f"key {key!r} is not tracked")` (#2)'): (
         "equivalent", "_record's `return self._records[key]` that follows raises KeyError(key), whose message is key's repr"),
-    ("reference", 'raise KeyError(f"candidate {key!r} is not tracked")', "drop `raise KeyError(f'candidate {key!r} is not tracked')`"): (
+    ("reference", 'raise KeyError(f"candidate {key!r} is not tracked")', 'drop `raise KeyError(f"candidate {key!r} is not tracked")`'): (
         "equivalent", "min(keys, key=self.priority) that follows calls priority on the untracked candidate, which "
                       "raises KeyError showing its repr; victim removes nothing, so no state differs"),
     ("reference", "self._now = 0              # the latest time given to touch", "0 -> -1"): (
@@ -73,7 +73,7 @@ TRIAGE = {
     ("optimized", "if now < self._now:", "< -> <="): (
         "equivalent", "the branch is entered only for a non-int now (check_int raises TypeError first) or now < self._now, "
                       "where <= is true as well: now == self._now never reaches it"),
-    ("optimized", 'raise KeyError(f"candidate {key!r} is not tracked")', "drop `raise KeyError(f'candidate {key!r} is not tracked')`"): (
+    ("optimized", 'raise KeyError(f"candidate {key!r} is not tracked")', 'drop `raise KeyError(f"candidate {key!r} is not tracked")`'): (
         "equivalent", "min(keys, key=self.priority) that follows calls priority on the untracked candidate, which "
                       "raises KeyError showing its repr; victim removes nothing, so no state differs"),
     ("optimized", 'check_int("now", now, minimum=0)', "0 -> 1"): (

@@ -5,7 +5,7 @@ _DIV = ("return free_bytes // kv_bytes_per_token(layers=layers, kv_heads=kv_head
         "dtype=dtype)")
 
 TRIAGE = {
-    ("reference", _CHECK, "drop `_positive_int('free_bytes', free_bytes, allow_zero=True)`"): (
+    ("reference", _CHECK, 'drop `_positive_int("free_bytes", free_bytes, allow_zero=True)`'): (
         "outside the contract", "max_context_tokens is a helper of the docs, not in __all__: no contract name calls it"),
     ("reference", _CHECK, "_positive_int(a, b, ...) -> _positive_int(b, a, ...)"): (
         "outside the contract", "max_context_tokens is a helper of the docs, not in __all__: no contract name calls it"),

@@ -20,7 +20,7 @@ TRIAGE = {
     ("reference", "return self.o_proj(out.transpose(1, 2).reshape(batch, seq, self.n_heads * self.head_dim))",
      "transpose(a, b, ...) -> transpose(b, a, ...)"): (
         "equivalent", "transpose(2, 1) is transpose(1, 2): a swap of two dimensions is symmetric"),
-    ("reference", 'check_int("batch", batch, minimum=1)', "drop `check_int('batch', batch, minimum=1)`"): (
+    ("reference", 'check_int("batch", batch, minimum=1)', 'drop `check_int("batch", batch, minimum=1)`'): (
         "equivalent", "KVCache(batch=batch) runs the same check_int('batch', batch, minimum=1) before allocating "
                       "anything; only which error comes first when max_seq_len is bad too changes, which the "
                       "contract does not fix"),

@@ -16,7 +16,7 @@ _BOOL_SCAN = ("_has_bool's two branches compute the same exact predicate (some t
 
 TRIAGE = {
     ("reference", 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")',
-     "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat` (#3)"): (
+     'drop `raise KeyError(f"seq {seq!r} is not allocated (never allocat` (#3)'): (
         "equivalent", "block_table's next line self.tables[seq] raises KeyError(seq), whose message is repr(seq) "
                       "(all the contract asks), and nothing changes state before it"),
     ("optimized", "_MAX_PROBES = 8", "8 -> 9"): ("equivalent", _BOOL_SCAN),
@@ -28,13 +28,13 @@ TRIAGE = {
     ("optimized", "where = np.flatnonzero(words <= 1)", "1 -> 2"): (
         "equivalent", "a token equal to 2 is an int (a bool is 0 or 1): it fails `is True or is False` and at most "
                       "moves the switch to the full type scan, which answers the same; " + _BOOL_SCAN),
-    ("optimized", 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat`"): (
+    ("optimized", 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', 'drop `raise KeyError(f"seq {seq!r} is not allocated (never allocat`'): (
         "equivalent", "mark_computed's self.lengths[seq] then raises KeyError(seq), whose message is repr(seq), with "
                       "nothing changed; before it only n_tokens is checked, and the contract orders neither error first"),
-    ("optimized", 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat` (#2)"): (
+    ("optimized", 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', 'drop `raise KeyError(f"seq {seq!r} is not allocated (never allocat` (#2)'): (
         "equivalent", "free's self.tables.pop(seq) that follows raises KeyError(seq), whose message is repr(seq), "
                       "before any state changes"),
-    ("optimized", 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat` (#3)"): (
+    ("optimized", 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', 'drop `raise KeyError(f"seq {seq!r} is not allocated (never allocat` (#3)'): (
         "equivalent", "block_table's next line self.tables[seq] raises KeyError(seq), whose message is repr(seq)"),
     ("optimized", "if got is None or len(got) < n:", "< -> <="): (
         "equivalent", "with len(got) == n the list is rebuilt (bigger) instead of reused; both hold the n slices "
@@ -53,10 +53,10 @@ TRIAGE = {
         "equivalent", "array(tokens, 'Q') always raises TypeError, which is caught: every call takes the fallback, "
                       "check_tokens (the contract's checks and errors) and _block_repr, whose "
                       "array('Q', block).tobytes() are the very bytes the fast path slices"),
-    ('reference', 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat`"): (
+    ('reference', 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', 'drop `raise KeyError(f"seq {seq!r} is not allocated (never allocat`'): (
         "equivalent", "mark_computed's next statement, `tokens, extra_key = self.prompts[seq]`, raises KeyError(seq) "
                       "for the same seq before anything changes"),
-    ('reference', 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', "drop `raise KeyError(f'seq {seq!r} is not allocated (never allocat` (#2)"): (
+    ('reference', 'raise KeyError(f"seq {seq!r} is not allocated (never allocated, or already freed)")', 'drop `raise KeyError(f"seq {seq!r} is not allocated (never allocat` (#2)'): (
         "equivalent", "free's next statement, `table = self.tables.pop(seq)`, raises KeyError(seq) before anything "
                       "changes"),
 }

@@ -33,11 +33,11 @@ TRIAGE = {
         "equivalent", "the default is used only when the namespace has no segment, and then no path can be formed "
                       "whatever m is (both list comprehensions run over no segment)"),
     # -- optimized/radix.py ------------------------------------------------------------------
-    ("optimized", 'check_ids("slots", slots, SLOT_LIMIT)', "drop `check_ids('slots', slots, SLOT_LIMIT)`"): (
+    ("optimized", 'check_ids("slots", slots, SLOT_LIMIT)', 'drop `check_ids("slots", slots, SLOT_LIMIT)`'): (
         "equivalent", "a check repeated: check_slots, called just before, starts with the same "
                       "check_ids('slots', slots, SLOT_LIMIT)"),
     ("optimized", 'raise AssertionError("unreachable: struct rejected slots the checker accepts")',
-     "drop `raise AssertionError('unreachable: struct rejected slots the`"): (
+     'drop `raise AssertionError("unreachable: struct rejected slots the`'): (
         "equivalent", "unreachable: check_slots passes only for a list/tuple of len n_tokens of ints (not bools) in "
                       "[0, 2**63), which struct packs as 'q' with min >= 0, so the fast path has returned already"),
     ("optimized", "self._empty = _Root(self, None)  # the handle of an empty match (never in _roots)",

@@ -28,12 +28,12 @@ TRIAGE = {
                       "row-wise, and probs_from_processed replaces those rows by the one-hot"),
     ("reference", "value = value.item() if value.dim() == 0 else value.tolist()", "0 -> -1"): (
         "equivalent", "tolist() of a 0-d tensor returns the same Python scalar as item()"),
-    ("reference", _RAW_NAN, "drop `raise ValueError(f'logits contain NaN (row {int(torch.isnan(`"): (
+    ("reference", _RAW_NAN, 'drop `raise ValueError(f"logits contain NaN (row {int(torch.isnan(`'): (
         "equivalent", "NaN survives penalties and bias, so check_processed raises the same error for the same "
                       "row; only when an earlier row's +inf logit is banned by a -inf bias (NaN after it) is that "
                       "earlier bad row named, which the contract leaves open (the optimized sampler does so too)"),
     ("reference", 'raise ValueError(f"generator is on {generator.device}, logits on {device}: they must match")',
-     "drop `raise ValueError(f'generator is on {generator.device}, logit`"): (
+     'drop `raise ValueError(f"generator is on {generator.device}, logit`'): (
         "outside the contract", "reachable only on a CUDA host (a CPU-only torch has no generator on another device "
                                 "type; torch.Generator('meta') is refused); there the gpu test "
                                 "test_sample_rejects_generator_on_another_device catches it (torch.rand then raises RuntimeError)"),

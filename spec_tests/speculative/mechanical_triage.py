@@ -35,7 +35,7 @@ TRIAGE = {
      "0 -> -1"): (
         "equivalent", "inverse_cdf of a batch of one returns a 1-element tensor: index 0 is index -1"),
     ("reference", 'raise ValueError(f"{name}[{r}, {i}] is not a probability vector: it holds NaN or inf")',
-     "drop `raise ValueError(f'{name}[{r}, {i}] is not a probability vec`"): (
+     'drop `raise ValueError(f"{name}[{r}, {i}] is not a probability vec`'): (
         "equivalent", "the two raises that follow still raise ValueError starting with name[r, i] for the same "
                       "position (NaN fails m < 0 and reaches 'sums to nan'; -inf is 'a negative entry'; +inf "
                       "'sums to inf'): wording"),

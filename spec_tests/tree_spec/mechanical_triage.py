@@ -10,7 +10,7 @@ at u = 0)."""
 
 TRIAGE = {
     ("reference", 'raise ValueError(f"{name}[{i}] is not a probability vector: it holds NaN or inf")',
-     "drop `raise ValueError(f'{name}[{i}] is not a probability vector: `"): (
+     'drop `raise ValueError(f"{name}[{i}] is not a probability vector: `'): (
         "equivalent", "a non-finite row still fails the next checks (a -inf is negative; NaN/inf make the sum "
                       "nan/inf, 'sums to nan/inf, not 1'): a ValueError naming the argument, all the contract asks"),
     ("reference", "ok_depth = [0] + [-1] * (len(parents) - 1)   # depth of node i if its whole path is kept, else -1",
