@@ -161,6 +161,15 @@ def _check_batch(model, tokens_list, caches) -> list[int]:
     return starts
 
 
+def _rope_tables(model, positions: list) -> tuple:
+    """RoPE's cos/sin tables for each request's positions, computed request by request (as the
+    request alone computes them: a vectorised cos may round an element differently by where it
+    falls in the vector) and concatenated along the sequence."""
+    c = model.config
+    tables = [rope_cos_sin(p, c.head_dim, c.rope_theta, model.dtype) for p in positions]
+    return torch.cat([t[0] for t in tables]), torch.cat([t[1] for t in tables])
+
+
 def _ragged_attention(attn, x, cos, sin, caches, lengths, layer, attention_fn):
     """One layer's self-attention over the concatenated batch x (1, total, dim): the projections
     on all rows at once, then RoPE and attention request by request against its own cache."""
@@ -205,8 +214,7 @@ def forward_batch(model, tokens_list, caches) -> list:
     lengths = [t.numel() for t in tokens_list]
     device = model.model.embed_tokens.weight.device
     tokens = torch.cat([t.to(device=device, dtype=torch.long) for t in tokens_list])[None]
-    positions = torch.cat([torch.arange(s, s + n, device=device) for s, n in zip(starts, lengths)])
-    cos, sin = rope_cos_sin(positions, model.config.head_dim, model.config.rope_theta, model.dtype)
+    cos, sin = _rope_tables(model, [torch.arange(s, s + n, device=device) for s, n in zip(starts, lengths)])
     attention_fn = getattr(model, "attention_fn", None) or reference_attention
     h = model.model.embed_tokens(tokens)
     for i, layer in enumerate(model.model.layers):
@@ -215,3 +223,318 @@ def forward_batch(model, tokens_list, caches) -> list:
         h = h + layer.mlp(layer.post_attention_layernorm(h))
     logits = model.lm_head(model.model.norm(h))[0]
     return list(logits.split(lengths))
+
+
+# --- the schedules (bookkeeping only: which request holds a slot at each step) -------------------
+def _check_pattern(arrivals, lengths) -> tuple[list[int], list[int]]:
+    if not isinstance(arrivals, (list, tuple)) or not isinstance(lengths, (list, tuple)):
+        raise TypeError(f"arrivals and lengths must be lists of ints, got {type(arrivals).__name__} "
+                        f"and {type(lengths).__name__}")
+    if len(arrivals) != len(lengths):
+        raise ValueError(f"arrivals ({len(arrivals)}) and lengths ({len(lengths)}) differ in length")
+    for a in arrivals:
+        check_int("arrivals", a, minimum=0)
+    for n in lengths:
+        check_int("lengths", n, minimum=1)
+    return list(arrivals), list(lengths)
+
+
+def fcfs_order(arrivals) -> list[int]:
+    """Request indices in first-come-first-served order: by arrival, then by index."""
+    return sorted(range(len(arrivals)), key=lambda i: (arrivals[i], i))
+
+
+def schedule_static(arrivals, lengths, batch_size: int) -> list[tuple]:
+    """Static batching's timeline: ``timeline[t]`` = the requests holding a slot at step t.
+    Batches are ``batch_size`` consecutive requests in FCFS order (the last may be smaller); a
+    batch starts when the previous one has ended and all its requests have arrived, and holds all
+    its slots for max L steps of its members (a request that finished early keeps its slot, idle).
+    Steps where no batch runs are empty tuples. ``arrivals`` ints >= 0 and ``lengths`` ints >= 1 of
+    one length, ``batch_size`` an int >= 1 (TypeError/ValueError naming them). With every arrival
+    0 the number of steps is sum over batches of max L."""
+    arrivals, lengths = _check_pattern(arrivals, lengths)
+    check_int("batch_size", batch_size, minimum=1)
+    order, timeline = fcfs_order(arrivals), []
+    for b in range(0, len(order), batch_size):
+        batch = tuple(order[b:b + batch_size])
+        begin = max(len(timeline), max(arrivals[i] for i in batch))
+        timeline.extend([()] * (begin - len(timeline)))
+        timeline.extend([batch] * max(lengths[i] for i in batch))
+    return timeline
+
+
+def schedule_continuous(arrivals, lengths, max_batch: int) -> list[tuple]:
+    """Continuous (iteration-level) batching's timeline: ``timeline[t]`` = the requests that run
+    at step t. At every step, first the requests that finished at the previous step leave, then
+    waiting requests that have arrived (arrival <= t) are admitted in FCFS order while fewer than
+    ``max_batch`` run; every running request produces one token per step (its prefill step
+    produces the first), so request i runs exactly ``lengths[i]`` consecutive steps. Steps where
+    none runs are empty tuples. Arguments as :func:`schedule_static` (``max_batch`` int >= 1)."""
+    arrivals, lengths = _check_pattern(arrivals, lengths)
+    check_int("max_batch", max_batch, minimum=1)
+    waiting, running, left, timeline = deque(fcfs_order(arrivals)), [], list(lengths), []
+    while waiting or running:
+        t = len(timeline)
+        while waiting and len(running) < max_batch and arrivals[waiting[0]] <= t:
+            running.append(waiting.popleft())
+        timeline.append(tuple(running))
+        for i in running:
+            left[i] -= 1
+        running = [i for i in running if left[i] > 0]
+    return timeline
+
+
+# --- runs on the model ----------------------------------------------------------------------------
+def _check_run(model, requests) -> list[Request]:
+    if not isinstance(requests, (list, tuple)) or not requests:
+        raise (TypeError if not isinstance(requests, (list, tuple)) else ValueError)(
+            f"requests must be a non-empty list of Request, got {requests!r}")
+    c = model.config
+    for i, r in enumerate(requests):
+        if not all(hasattr(r, a) for a in ("prompt", "max_new_tokens", "arrival", "temperature", "seed")):
+            raise TypeError(f"requests[{i}] must be a Request, got {type(r).__name__}")
+        if max(r.prompt) >= c.vocab_size:
+            raise ValueError(f"requests[{i}]: prompt ids must be < vocab_size={c.vocab_size}, got {max(r.prompt)}")
+        if len(r.prompt) + r.max_new_tokens > c.max_seq_len:
+            raise ValueError(f"requests[{i}]: prompt ({len(r.prompt)}) + max_new_tokens ({r.max_new_tokens}) "
+                             f"exceeds max_seq_len={c.max_seq_len}")
+    return list(requests)
+
+
+def _pick(logits: torch.Tensor, request, generator) -> int:
+    """The next token of ``request`` from its logits (vocab,): argmax at temperature 0, else a draw
+    from softmax(logits / temperature) with the request's own generator."""
+    if request.temperature == 0:
+        return int(logits.argmax())
+    probs = torch.softmax(logits.double().cpu() / request.temperature, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def _generators(requests) -> list:
+    return [torch.Generator().manual_seed(r.seed) for r in requests]
+
+
+def _result(requests, timeline, tokens, logits) -> BatchRun:
+    start = [min(t for t, step in enumerate(timeline) if i in step) for i in range(len(requests))]
+    finish = [max(t for t, step in enumerate(timeline) if i in step) + 1 for i in range(len(requests))]
+    return BatchRun(tokens=tokens, logits=[torch.stack(x) for x in logits], timeline=timeline,
+                    start=start, finish=finish)
+
+
+@torch.no_grad()
+def run_alone(model, request) -> BatchRun:
+    """``request`` run by itself (arrival ignored: it starts at step 0): a prefill of its prompt,
+    then one decode step per token, on a fresh KV cache. The oracle of the batched runs."""
+    (request,) = _check_run(model, [request])
+    cache, g = model.new_cache(1), _generators([request])[0]
+    device = model.model.embed_tokens.weight.device
+    new = torch.tensor(request.prompt, dtype=torch.long, device=device)
+    tokens, logits = [], []
+    for _ in range(request.max_new_tokens):
+        last = model(new[None], cache)[0, -1]
+        logits.append(last)
+        tokens.append(_pick(last, request, g))
+        new = torch.tensor([tokens[-1]], dtype=torch.long, device=device)
+    return _result([request], [(0,)] * request.max_new_tokens, [tokens], [logits])
+
+
+@torch.no_grad()
+def run_continuous(model, requests, max_batch: int) -> BatchRun:
+    """Continuous batching of ``requests`` (a non-empty list of :class:`Request`) with at most
+    ``max_batch`` running at once, on the schedule of :func:`schedule_continuous` for their
+    arrivals and ``max_new_tokens``: at each step one :func:`forward_batch` runs the newly admitted
+    requests' prompts and the others' last tokens together, and each request picks its next token.
+    Every request's tokens equal :func:`run_alone`'s. Bad input: TypeError/ValueError naming
+    ``requests`` (not a non-empty list of Request; a prompt id >= vocab_size; prompt +
+    max_new_tokens > max_seq_len) or ``max_batch``."""
+    requests = _check_run(model, requests)
+    timeline = schedule_continuous([r.arrival for r in requests], [r.max_new_tokens for r in requests], max_batch)
+    device = model.model.embed_tokens.weight.device
+    caches = [model.new_cache(1) for _ in requests]
+    gens = _generators(requests)
+    tokens, logits = [[] for _ in requests], [[] for _ in requests]
+    for step in timeline:
+        if not step:
+            continue
+        new = [torch.tensor(requests[i].prompt if not tokens[i] else tokens[i][-1:], dtype=torch.long, device=device)
+               for i in step]
+        out = forward_batch(model, new, [caches[i] for i in step])
+        for i, lg in zip(step, out):
+            logits[i].append(lg[-1])
+            tokens[i].append(_pick(lg[-1], requests[i], gens[i]))
+    return _result(requests, timeline, tokens, logits)
+
+
+def _pad_rows(table, firsts, n, fill) -> torch.Tensor:
+    """Per-row tables (rows concatenated, row b holding n - firsts[b] entries) as (B, 1, n, D),
+    left-filled with ``fill``."""
+    rows, a = [], 0
+    for f in firsts:
+        row = table[a:a + n - f]
+        rows.append(torch.cat([row.new_full((f, table.shape[1]), fill), row]))
+        a += n - f
+    return torch.stack(rows)[:, None]
+
+
+def _forward_padded(model, tokens, cache, pads) -> torch.Tensor:
+    """The model on a left-padded rectangular batch ``tokens`` (B, n) with a shared KV cache of
+    batch B: row b's first ``pads[b]`` cache positions are padding. Row b's RoPE positions count
+    from its first real token, and its real queries attend only to its real keys (padding never
+    attended; padded query rows give 0 before o_proj). Returns logits (B, n, vocab)."""
+    c, start = model.config, cache.seq_len
+    batch, n = tokens.shape
+    firsts = [max(0, p - start) for p in pads]                 # each row's first real query
+    cos, sin = _rope_tables(model, [torch.arange(start + f - p, start + n - p, device=tokens.device)
+                                    for f, p in zip(firsts, pads)])
+    cos, sin = _pad_rows(cos, firsts, n, 1.0), _pad_rows(sin, firsts, n, 0.0)  # identity on padding
+    attention_fn = getattr(model, "attention_fn", None) or reference_attention
+    h = model.model.embed_tokens(tokens)
+    for layer_index, layer in enumerate(model.model.layers):
+        attn, x = layer.self_attn, layer.input_layernorm(h)
+        q = attn.q_proj(x).view(batch, n, attn.n_heads, attn.head_dim).transpose(1, 2)
+        k = attn.k_proj(x).view(batch, n, attn.n_kv_heads, attn.head_dim).transpose(1, 2)
+        v = attn.v_proj(x).view(batch, n, attn.n_kv_heads, attn.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        kk, vv = cache.append(layer_index, k, v)
+        out = torch.zeros_like(q)
+        for b, (p, first) in enumerate(zip(pads, firsts)):
+            if first < n:
+                out[b:b + 1, :, first:] = attention_fn(q[b:b + 1, :, first:], kk[b:b + 1, :, p:], vv[b:b + 1, :, p:],
+                                                      causal=True, window=None, scale=None)
+        h = h + attn.o_proj(out.transpose(1, 2).reshape(batch, n, attn.n_heads * attn.head_dim))
+        h = h + layer.mlp(layer.post_attention_layernorm(h))
+    return model.lm_head(model.model.norm(h))
+
+
+@torch.no_grad()
+def run_static(model, requests, batch_size: int) -> BatchRun:
+    """Static batching of ``requests`` in batches of ``batch_size`` on the schedule of
+    :func:`schedule_static`: each batch is one rectangular forward per step over a shared KV cache,
+    prompts left-padded with token 0 to the batch's longest; a request that finished keeps its
+    slot (its row runs on, its outputs discarded) until the batch's longest is done. Every
+    request's tokens equal :func:`run_alone`'s (padding must not leak into real tokens). Bad input
+    as :func:`run_continuous` (``batch_size`` int >= 1)."""
+    requests = _check_run(model, requests)
+    timeline = schedule_static([r.arrival for r in requests], [r.max_new_tokens for r in requests], batch_size)
+    device = model.model.embed_tokens.weight.device
+    gens = _generators(requests)
+    tokens, logits = [[] for _ in requests], [[] for _ in requests]
+    t = 0
+    while t < len(timeline):
+        batch = timeline[t]
+        if not batch:
+            t += 1
+            continue
+        steps = max(requests[i].max_new_tokens for i in batch)
+        width = max(len(requests[i].prompt) for i in batch)
+        pads = [width - len(requests[i].prompt) for i in batch]
+        cache = model.new_cache(len(batch), width + steps)
+        new = torch.tensor([[0] * p + list(requests[i].prompt) for p, i in zip(pads, batch)], device=device)
+        for _ in range(steps):
+            last = _forward_padded(model, new, cache, pads)[:, -1]
+            picked = []
+            for row, i in enumerate(batch):
+                if len(tokens[i]) < requests[i].max_new_tokens:
+                    logits[i].append(last[row])
+                    tokens[i].append(_pick(last[row], requests[i], gens[i]))
+                picked.append(tokens[i][-1])
+            new = torch.tensor(picked, device=device)[:, None]
+        t += steps
+    return _result(requests, timeline, tokens, logits)
+
+
+# --- the idle fraction of static batching ----------------------------------------------------------
+def idle_fraction(lengths) -> Fraction:
+    """The fraction of slots a static batch wastes: 1 - sum L / (B * max L) for the output lengths
+    ``lengths`` (a non-empty list of ints >= 1; TypeError/ValueError naming ``lengths``), exact."""
+    if not isinstance(lengths, (list, tuple)) or not lengths:
+        raise (TypeError if not isinstance(lengths, (list, tuple)) else ValueError)(
+            f"lengths must be a non-empty list of ints, got {lengths!r}")
+    for n in lengths:
+        check_int("lengths", n, minimum=1)
+    return 1 - Fraction(sum(lengths), len(lengths) * max(lengths))
+
+
+@dataclass(frozen=True)
+class LengthDistribution:
+    """A distribution of output lengths on {1, 2, ...}: ``kind`` "constant" (``param`` c, an int
+    >= 1), "uniform" (on {1..n}, ``param`` n an int >= 1) or "geometric" (stop probability
+    ``param`` p in (0, 1], a Fraction, int or float -- a float is taken at its exact binary value:
+    P(L = k) = (1-p)^(k-1) p). Bad values raise TypeError/ValueError naming ``kind``/``param``."""
+
+    kind: str
+    param: object
+
+    def __post_init__(self):
+        if self.kind not in ("constant", "uniform", "geometric"):
+            raise ValueError(f"kind must be 'constant', 'uniform' or 'geometric', got {self.kind!r}")
+        if self.kind == "geometric":
+            if isinstance(self.param, bool) or not isinstance(self.param, (int, float, Fraction)):
+                raise TypeError(f"param must be a probability (Fraction, int or float), got {self.param!r}")
+            if isinstance(self.param, float) and not math.isfinite(self.param):
+                raise ValueError(f"param must be finite, got {self.param}")
+            p = Fraction(self.param)
+            if not 0 < p <= 1:
+                raise ValueError(f"param (stop probability p) must be in (0, 1], got {self.param}")
+        else:
+            check_int("param", self.param, minimum=1)
+
+    def mean(self) -> Fraction:
+        """E[L], exact."""
+        if self.kind == "constant":
+            return Fraction(self.param)
+        if self.kind == "uniform":
+            return Fraction(self.param + 1, 2)
+        return 1 / Fraction(self.param)
+
+    def expected_max(self, batch_size: int) -> Fraction:
+        """E[max(L_1..L_B)] of ``batch_size`` iid lengths, exact (module doc)."""
+        b = check_int("batch_size", batch_size, minimum=1)
+        if self.kind == "constant":
+            return Fraction(self.param)
+        if self.kind == "uniform":
+            n = self.param
+            return n - sum(Fraction(j, n) ** b for j in range(n))
+        q = 1 - Fraction(self.param)
+        return sum((-1) ** (j + 1) * math.comb(b, j) / (1 - q ** j) for j in range(1, b + 1))
+
+    def sample(self, size: int, generator: torch.Generator) -> torch.Tensor:
+        """``size`` iid lengths (int64) drawn with ``generator``: uniform by ``torch.randint``,
+        geometric by inversion, floor(log(U) / log(1-p)) + 1 with U uniform in (0, 1] float64."""
+        if self.kind == "constant":
+            return torch.full((size,), self.param, dtype=torch.long)
+        if self.kind == "uniform":
+            return torch.randint(1, self.param + 1, (size,), generator=generator)
+        p = float(self.param)
+        if p == 1.0:
+            return torch.ones(size, dtype=torch.long)
+        u = 1.0 - torch.rand(size, dtype=torch.float64, generator=generator)        # (0, 1]
+        return (torch.log(u) / math.log1p(-p)).floor().long() + 1
+
+
+def expected_idle_fraction(distribution: LengthDistribution, batch_size: int) -> Fraction:
+    """The long-run idle slot fraction of static batching with ``batch_size`` iid lengths of
+    ``distribution``: 1 - E[L] / E[max(L_1..L_B)], exact (0 for constant lengths and for B = 1).
+    TypeError/ValueError naming ``distribution`` (not a LengthDistribution) or ``batch_size``."""
+    if not all(hasattr(distribution, a) for a in ("mean", "expected_max")):
+        raise TypeError(f"distribution must be a LengthDistribution, got {type(distribution).__name__}")
+    check_int("batch_size", batch_size, minimum=1)
+    return 1 - distribution.mean() / distribution.expected_max(batch_size)
+
+
+def simulate_idle_fraction(distribution: LengthDistribution, batch_size: int, num_batches: int,
+                           generator: torch.Generator) -> float:
+    """The idle fraction measured over ``num_batches`` simulated static batches of ``batch_size``
+    lengths drawn from ``distribution`` with ``generator``: 1 - sum of all L / (B * sum of each
+    batch's max L). Converges to :func:`expected_idle_fraction` as num_batches grows.
+    TypeError/ValueError naming the bad argument (``generator`` must be a torch.Generator)."""
+    if not all(hasattr(distribution, a) for a in ("sample",)):
+        raise TypeError(f"distribution must be a LengthDistribution, got {type(distribution).__name__}")
+    check_int("batch_size", batch_size, minimum=1)
+    check_int("num_batches", num_batches, minimum=1)
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    lengths = distribution.sample(num_batches * batch_size, generator).view(num_batches, batch_size)
+    useful = int(lengths.sum())
+    held = batch_size * int(lengths.max(dim=1).values.sum())
+    return 1.0 - useful / held
