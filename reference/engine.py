@@ -97,6 +97,7 @@ class Request:
     generator: torch.Generator
     stopper: StopChecker
     output: list = field(default_factory=list)
+    num_streamed: int = 0
     finished: bool = False
     finish_reason: str | None = None
 
@@ -277,9 +278,10 @@ class Engine:
             return []
         ids, new_tokens, caches = [], [], []
         for rid, n in plan.num_scheduled_tokens.items():
-            start, tokens = plan.num_computed_tokens[rid], self.requests[rid].tokens
+            start = plan.num_computed_tokens[rid]              # > 0: earlier chunks, or a prefix hit
+            new = self.requests[rid].tokens[start:start + n]   # after a preemption: prompt + output again
             ids.append(rid)
-            new_tokens.append(torch.tensor(tokens[start:start + n], dtype=torch.long, device=self.k_pool.device))
+            new_tokens.append(torch.tensor(new, dtype=torch.long, device=self.k_pool.device))
             caches.append(PagedCacheView(self.k_pool, self.v_pool, plan.block_tables[rid], self.block_size, start))
         logits = forward_batch(self.model, new_tokens, caches)
         sampled, stopped, outputs = {}, [], []
@@ -295,7 +297,9 @@ class Engine:
             if verdict.finished:
                 request.finished, request.finish_reason = True, verdict.reason
                 stopped.append(rid)
-            outputs.append(RequestOutput(rid, [token], request.finished, request.finish_reason))
+            outputs.append(RequestOutput(rid, request.output[request.num_streamed:], request.finished,
+                                         request.finish_reason))
+            request.num_streamed = len(request.output)
         self.scheduler.update(plan, sampled, stopped)
         return outputs
 
