@@ -15,8 +15,9 @@ replacement):
   augmented assignment (a missing update) -> ``pass``;
 - ``break`` <-> ``continue``.
 
-A variant is named ``mech_<module>_<k>`` (``module``: ``reference`` or ``optimized``; ``k``: its
-index in the walk) and behaves as any planted mutant (:mod:`conformance.mutants`): as an
+A variant is named ``mech_<module>_<k>`` (``module``: ``reference``, ``optimized``, or
+``optimized_<file>`` for another file of an optimized package or a private ``optimized/_X_*.py``
+module, :func:`sources`; ``k``: its index in the walk) and behaves as any planted mutant (:mod:`conformance.mutants`): as an
 implementation it is ``mutant:<concept>.mech_reference_12``; its control is the unchanged file run
 the same way. The index is stable while the file is unchanged. Docstrings, ``__all__`` and
 annotations are never mutated.
@@ -183,12 +184,41 @@ def name_of(module: str, k: int) -> str:
 
 
 def parse_name(name: str) -> tuple[str, int]:
-    """``mech_reference_12`` -> ("reference", 12)."""
+    """``mech_reference_12`` -> ("reference", 12); ``mech_optimized_split_row_3`` ->
+    ("optimized_split_row", 3) (a module label of :func:`sources`)."""
     body = name[len(PREFIX):] if name.startswith(PREFIX) else ""
     module, _, k = body.rpartition("_")
-    if module not in MODULES or not k.isdigit():
-        raise ValueError(f"{name!r}: a mechanical mutant is named {PREFIX}<reference|optimized>_<index>")
+    if not (module in MODULES or module.startswith("optimized_")) or not k.isdigit():
+        raise ValueError(f"{name!r}: a mechanical mutant is named {PREFIX}<reference|optimized|optimized_<file>>_<index>")
     return module, int(k)
+
+
+def sources(concept_id: str) -> dict[str, str]:
+    """{module label: repository path} of every file whose variants are ``concept_id``'s mechanical
+    mutants: ``reference`` (reference/X.py), ``optimized`` (optimized/X.py, or the package's
+    ``__init__.py``), ``optimized_<stem>`` for every other module of the package optimized/X/, and
+    ``optimized_<stem>`` for a private module optimized/_X_*.py that the optimized module imports
+    (its stem keeps the leading underscore: ``optimized__speculative_triton``)."""
+    out = {"reference": f"reference/{concept_id}.py"}
+    path = optimized_path(concept_id)
+    if path is None:
+        return out
+    if path.endswith("/"):
+        out["optimized"] = path + "__init__.py"
+        for f in sorted((ROOT / path).glob("*.py")):
+            if f.name != "__init__.py":
+                out[f"optimized_{f.stem}"] = path + f.name
+    else:
+        out["optimized"] = path
+    for f in sorted((ROOT / "optimized").glob(f"_{concept_id}_*.py")):
+        out[f"optimized_{f.stem}"] = f"optimized/{f.name}"
+    return out
+
+
+def labels(concept_id: str, which=MODULES) -> list[str]:
+    """The module labels of :func:`sources` that ``which`` (``reference``, ``optimized``: every
+    optimized file) selects."""
+    return [m for m in sources(concept_id) if any(m == w or m.startswith(w + "_") for w in which)]
 
 
 def patch(concept_id: str, name: str) -> Patch:
@@ -202,11 +232,9 @@ def patch(concept_id: str, name: str) -> Patch:
 
 
 def all_patches(concept_id: str, modules=MODULES) -> list[Patch]:
-    """Every mechanical mutant of ``concept_id``'s reference (and optimized) module."""
+    """Every mechanical mutant of ``concept_id``'s reference (and optimized) files (:func:`labels`)."""
     out = []
-    for module in modules:
-        if module == "optimized" and optimized_path(concept_id) is None:
-            continue
+    for module in labels(concept_id, modules):
         path = source_of(module, concept_id)
         original = (ROOT / path).read_text()
         for k in range(len(sites(ast.parse(original)))):
@@ -216,13 +244,11 @@ def all_patches(concept_id: str, modules=MODULES) -> list[Patch]:
 
 
 def source_of(module: str, concept_id: str) -> str:
-    """The repository path of ``module``'s file for ``concept_id`` (a package's ``__init__.py``)."""
-    if module == "reference":
-        return f"reference/{concept_id}.py"
-    path = optimized_path(concept_id)
-    if path is None:
-        raise ValueError(f"concept {concept_id!r} has no optimized module")
-    return path + "__init__.py" if path.endswith("/") else path
+    """The repository path of the file labelled ``module`` for ``concept_id`` (:func:`sources`)."""
+    found = sources(concept_id)
+    if module not in found:
+        raise ValueError(f"concept {concept_id!r} has no module {module!r} (it has {', '.join(found)})")
+    return found[module]
 
 
 # ------------------------------------------------------------------------------ triage
@@ -343,11 +369,7 @@ def recorded(path=None) -> dict:
 def current_names(concept_id: str) -> dict[tuple[str, str, str], str]:
     """key -> variant name, for every variant of the concept's modules as they are now."""
     out: dict = {}
-    for module in MODULES:
-        try:
-            path = source_of(module, concept_id)
-        except ValueError:
-            continue
+    for module, path in sources(concept_id).items():
         out.update((k, name_of(module, i)) for i, k in enumerate(_keys(path, module)))
     return out
 

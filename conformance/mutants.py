@@ -9,7 +9,10 @@ A mutant is one of
     ``old`` must occur in the file exactly once (so a mutant can never silently turn back into
     the correct code when the source changes). The patched text is executed as a fresh module
     (its source registered in ``linecache``, so ``triton.jit`` and the Triton interpreter see the
-    mutated kernels); the mutant provides that module's contract names.
+    mutated kernels); the mutant provides that module's contract names. A file that is not the
+    concept's module but one it imports (a submodule of ``optimized/X/``, a private kernel module
+    ``optimized/_X_*.py``) is a *dependency*: the concept's module is imported afresh with the
+    patched file in its place (:func:`import_with_patched`), and provides the names.
 ``Replace(name, doc, names, base="reference")``
     a small implementation, where a patch cannot express the bug: ``names`` maps contract names
     (bare, e.g. ``"attention"``) to objects; every other contract name comes from ``base``.
@@ -31,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.abc
+import importlib.util
 import linecache
 import sys
 import types
@@ -132,6 +137,11 @@ def _exec_patched(concept_id: str, m: Patch, control: bool = False) -> types.Mod
         text = (ROOT / m.file).read_text()
     filename = str(ROOT / f"{m.file}<{kind} {m.name}>")  # unique, never on disk
     linecache.cache[filename] = (len(text), None, text.splitlines(keepends=True), filename)
+    top = concept_module(concept_id, m.file)
+    if top is not None:  # a dependency of the concept's module: that module imported afresh over it
+        module = import_with_patched(top, dotted_name(m.file), text, filename)
+        sys.modules[module_name] = module
+        return module
     module = types.ModuleType(module_name, f"mutant {concept_id}.{m.name}: {m.doc}")
     module.__file__ = filename
     sys.modules[module_name] = module
@@ -141,6 +151,99 @@ def _exec_patched(concept_id: str, m: Patch, control: bool = False) -> types.Mod
         del sys.modules[module_name]
         raise
     return module
+
+
+def dotted_name(path: str) -> str:
+    """``optimized/sampling/split_row.py`` -> ``optimized.sampling.split_row`` (a package's
+    ``__init__.py`` -> the package)."""
+    dotted = path[:-len(".py")].replace("/", ".")
+    return dotted[:-len(".__init__")] if dotted.endswith(".__init__") else dotted
+
+
+def concept_module(concept_id: str, path: str) -> str | None:
+    """The module that holds ``concept_id``'s contract names when ``path`` is patched: None when
+    ``path`` is that module itself, else ``reference.X`` or ``optimized.X`` (its tree holds
+    ``path``)."""
+    root = path.split("/", 1)[0]
+    own = {f"{root}/{concept_id}.py", f"{root}/{concept_id}/__init__.py"}
+    return None if path in own else f"{root}.{concept_id}"
+
+
+def import_with_patched(top: str, target: str, text: str, filename: str) -> types.ModuleType:
+    """Module ``top`` imported afresh, with module ``target`` (which ``top`` imports, directly or
+    not) executed from ``text`` instead of its file. The process's own copies of both (and of
+    their submodules) are put back afterwards, in ``sys.modules`` and as attributes of their
+    parent packages: only the returned module and what it imported see the patched text.
+
+    The fresh copies import each other lazily too (``from optimized._speculative_triton import
+    draw_rows`` inside a function, a package's submodule imported on first use): every module of
+    ``top``'s package and ``target`` are imported now, and each fresh module's ``__import__``
+    hands out the fresh copies, never the process's own."""
+    def ours(name: str) -> bool:
+        return any(name == p or name.startswith(p + ".") for p in (top, target))
+
+    class PatchedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path=None, target_module=None):
+            if name != target:
+                return None
+            return importlib.util.spec_from_loader(name, self, origin=filename,
+                                                   is_package=filename.split("<")[0].endswith("__init__.py"))
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            module.__file__ = filename
+            exec(compile(text, filename, "exec"), module.__dict__)
+
+    saved = {k: v for k, v in sys.modules.items() if ours(k)}
+    finder = PatchedFinder()
+    for k in saved:
+        del sys.modules[k]
+    sys.meta_path.insert(0, finder)
+    try:
+        module = importlib.import_module(top)
+        for sub in _package_modules(module):
+            importlib.import_module(sub)
+        importlib.import_module(target)
+        fresh = {k: v for k, v in sys.modules.items() if ours(k)}
+    finally:
+        sys.meta_path.remove(finder)
+        for k in [k for k in sys.modules if ours(k)]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+        for k, mod in saved.items():
+            parent, _, leaf = k.rpartition(".")
+            if parent in sys.modules:
+                setattr(sys.modules[parent], leaf, mod)
+    _import_fresh_copies(fresh)
+    return module
+
+
+def _package_modules(module: types.ModuleType) -> list[str]:
+    """The dotted names of a package's own ``.py`` modules (none for a plain module)."""
+    path = getattr(module, "__path__", None)
+    if not path:
+        return []
+    from pathlib import Path
+    return [f"{module.__name__}.{f.stem}" for f in sorted(Path(list(path)[0]).glob("*.py")) if f.stem != "__init__"]
+
+
+def _import_fresh_copies(fresh: dict[str, types.ModuleType]) -> None:
+    """Give each module of ``fresh`` an ``__import__`` that resolves the names of ``fresh`` to
+    those copies (an import statement reads ``__import__`` from its module's ``__builtins__``)."""
+    import builtins
+    base = builtins.__import__
+
+    def fresh_import(name, globals=None, locals=None, fromlist=(), level=0):
+        absolute = importlib.util.resolve_name("." * level + name, (globals or {}).get("__package__")) if level else name
+        if absolute in fresh and (fromlist or "." not in absolute):
+            return fresh[absolute]
+        return base(name, globals, locals, fromlist, level)
+
+    table = dict(vars(builtins), __import__=fresh_import)
+    for mod in fresh.values():
+        mod.__dict__["__builtins__"] = table
 
 
 def load(concept_id: str, name: str, *, control: bool = False) -> types.ModuleType:

@@ -123,8 +123,20 @@ def _impl_arg(cid: str, m, tmp: Path, isolate: bool = True) -> str:
         return mutants.spec(cid, m.name)
     path = tmp / "variants" / f"{mutants.impl_id(cid, m.name)}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(mutants.patched_source(m) + "\n\nTOKEN_EXACT = True  # a variant of ours: our choices hold\n")
+    if mutants.concept_module(cid, m.file) is not None:  # a file the concept's module imports
+        path.write_text(_DEPENDENCY_VARIANT.format(cid=cid, name=m.name, file=m.file))
+    else:
+        path.write_text(mutants.patched_source(m) + "\n\nTOKEN_EXACT = True  # a variant of ours: our choices hold\n")
     return str(path)
+
+
+_DEPENDENCY_VARIANT = '''"""Mechanical variant {name} of {file}, which {cid}'s module imports: that module imported
+afresh over the changed file (conformance.mutants.import_with_patched), its names re-exported."""
+from conformance import mutants as _mutants
+
+globals().update((_k, _v) for _k, _v in vars(_mutants.load({cid!r}, {name!r})).items() if not _k.startswith("__"))
+TOKEN_EXACT = True  # a variant of ours: our choices hold
+'''
 
 
 _LOAD_CHECK = """

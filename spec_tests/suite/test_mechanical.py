@@ -203,3 +203,35 @@ def test_a_catch_by_the_per_test_deadline_alone_is_not_counted():
             "status": "failed", "first_failure": {"test": "t", "error": error}}}}}
     assert power.deadline_catch(report("Failed: Timeout (>60.0s) from pytest-timeout."), "kv_bytes", "mech_reference_0")
     assert not power.deadline_catch(report("AssertionError: 1 != 2"), "kv_bytes", "mech_reference_0")
+
+
+def test_every_file_of_an_optimized_package_and_its_private_kernels_is_mutated():
+    """An optimized package's submodules and a private ``optimized/_X_*.py`` module have variants
+    of their own (a bug there is as real as one in the package's ``__init__``)."""
+    sampling = mechanical.sources("sampling")
+    assert sampling["optimized"] == "optimized/sampling/__init__.py"
+    assert sampling["optimized_split_row"] == "optimized/sampling/split_row.py"
+    assert mechanical.sources("speculative")["optimized__speculative_triton"] == "optimized/_speculative_triton.py"
+    assert mechanical.parse_name("mech_optimized__speculative_triton_7") == ("optimized__speculative_triton", 7)
+    assert set(mechanical.labels("sampling", ("reference",))) == {"reference"}
+
+
+def test_a_variant_of_an_imported_file_reaches_the_concepts_module_and_nothing_else():
+    """A variant of a file the concept's module imports (lazily, inside a function) is what that
+    module's fresh copy imports; the process's own modules stay the unchanged ones."""
+    import sys
+    from conformance import mutants as planted
+    import optimized.speculative as own
+    name = mechanical.name_of("optimized__speculative_triton", 0)
+    before = {k: v for k, v in sys.modules.items() if k.startswith("optimized")}
+    planted.load("speculative", name)
+    fresh = sys.modules[f"inferspec_mutant_speculative__{name}"]
+    assert fresh is not own and fresh.verify is not own.verify
+    g = fresh._draw_triton.__globals__
+    kernels = g["__builtins__"]["__import__"]("optimized._speculative_triton", g, None, ("draw_rows",), 0)
+    assert kernels.__file__.endswith(f"<mutant {name}>"), kernels.__file__
+    assert {k: v for k, v in sys.modules.items() if k.startswith("optimized")} == before
+    import optimized
+    assert optimized.speculative is own
+    control = planted.load("speculative", name, control=True)
+    assert control.verify is not own.verify
