@@ -65,9 +65,8 @@ from reference._checks import check_int, check_real, is_int
 from reference.attention import attention as reference_attention
 from reference.model import apply_rope, rope_cos_sin
 
-__all__ = ["Request", "BatchRun", "LengthDistribution", "forward_batch", "run_alone", "run_static",
-           "run_continuous", "schedule_static", "schedule_continuous", "idle_fraction",
-           "expected_idle_fraction", "simulate_idle_fraction"]  # the contract
+__all__ = ["forward_batch", "run_alone", "run_static", "run_continuous", "schedule_static", "schedule_continuous", "idle_fraction",
+           "mean_length", "expected_max_length", "expected_idle_fraction", "simulate_idle_fraction"]  # the contract
 __optional__ = []  # checked when an implementation provides them
 
 
@@ -479,47 +478,59 @@ class LengthDistribution:
         else:
             check_int("param", self.param, minimum=1)
 
-    def mean(self) -> Fraction:
-        """E[L], exact."""
-        if self.kind == "constant":
-            return Fraction(self.param)
-        if self.kind == "uniform":
-            return Fraction(self.param + 1, 2)
-        return 1 / Fraction(self.param)
 
-    def expected_max(self, batch_size: int) -> Fraction:
-        """E[max(L_1..L_B)] of ``batch_size`` iid lengths, exact (module doc)."""
-        b = check_int("batch_size", batch_size, minimum=1)
-        if self.kind == "constant":
-            return Fraction(self.param)
-        if self.kind == "uniform":
-            n = self.param
-            return n - sum(Fraction(j, n) ** b for j in range(n))
-        q = 1 - Fraction(self.param)
-        return sum((-1) ** (j + 1) * math.comb(b, j) / (1 - q ** j) for j in range(1, b + 1))
+def _check_distribution(distribution):
+    if not all(hasattr(distribution, a) for a in ("kind", "param")) or distribution.kind not in (
+            "constant", "uniform", "geometric"):
+        raise TypeError(f"distribution must be a LengthDistribution, got {distribution!r}")
+    return distribution
 
-    def sample(self, size: int, generator: torch.Generator) -> torch.Tensor:
-        """``size`` iid lengths (int64) drawn with ``generator``: uniform by ``torch.randint``,
-        geometric by inversion, floor(log(U) / log(1-p)) + 1 with U uniform in (0, 1] float64."""
-        if self.kind == "constant":
-            return torch.full((size,), self.param, dtype=torch.long)
-        if self.kind == "uniform":
-            return torch.randint(1, self.param + 1, (size,), generator=generator)
-        p = float(self.param)
-        if p == 1.0:
-            return torch.ones(size, dtype=torch.long)
-        u = 1.0 - torch.rand(size, dtype=torch.float64, generator=generator)        # (0, 1]
-        return (torch.log(u) / math.log1p(-p)).floor().long() + 1
+
+def mean_length(distribution: LengthDistribution) -> Fraction:
+    """E[L] of ``distribution``, exact: c, (n+1)/2 or 1/p. TypeError naming ``distribution`` if it
+    is not a LengthDistribution."""
+    d = _check_distribution(distribution)
+    if d.kind == "constant":
+        return Fraction(d.param)
+    if d.kind == "uniform":
+        return Fraction(d.param + 1, 2)
+    return 1 / Fraction(d.param)
+
+
+def expected_max_length(distribution: LengthDistribution, batch_size: int) -> Fraction:
+    """E[max(L_1..L_B)] of ``batch_size`` iid lengths of ``distribution``, exact (module doc):
+    c; n - sum_{j<n} (j/n)^B; sum_{j=1}^{B} (-1)^(j+1) C(B,j) / (1 - (1-p)^j). TypeError/ValueError
+    naming ``distribution`` or ``batch_size`` (an int >= 1)."""
+    d = _check_distribution(distribution)
+    b = check_int("batch_size", batch_size, minimum=1)
+    if d.kind == "constant":
+        return Fraction(d.param)
+    if d.kind == "uniform":
+        n = d.param
+        return n - sum(Fraction(j, n) ** b for j in range(n))
+    q = 1 - Fraction(d.param)
+    return sum((-1) ** (j + 1) * math.comb(b, j) / (1 - q ** j) for j in range(1, b + 1))
+
+
+def _sample_lengths(d: LengthDistribution, size: int, generator: torch.Generator) -> torch.Tensor:
+    """``size`` iid lengths (int64) drawn with ``generator``: uniform by ``torch.randint``,
+    geometric by inversion, floor(log(U) / log(1-p)) + 1 with U uniform in (0, 1] float64."""
+    if d.kind == "constant":
+        return torch.full((size,), d.param, dtype=torch.long)
+    if d.kind == "uniform":
+        return torch.randint(1, d.param + 1, (size,), generator=generator)
+    p = float(d.param)
+    if p == 1.0:
+        return torch.ones(size, dtype=torch.long)
+    u = 1.0 - torch.rand(size, dtype=torch.float64, generator=generator)        # (0, 1]
+    return (torch.log(u) / math.log1p(-p)).floor().long() + 1
 
 
 def expected_idle_fraction(distribution: LengthDistribution, batch_size: int) -> Fraction:
     """The long-run idle slot fraction of static batching with ``batch_size`` iid lengths of
     ``distribution``: 1 - E[L] / E[max(L_1..L_B)], exact (0 for constant lengths and for B = 1).
     TypeError/ValueError naming ``distribution`` (not a LengthDistribution) or ``batch_size``."""
-    if not all(hasattr(distribution, a) for a in ("mean", "expected_max")):
-        raise TypeError(f"distribution must be a LengthDistribution, got {type(distribution).__name__}")
-    check_int("batch_size", batch_size, minimum=1)
-    return 1 - distribution.mean() / distribution.expected_max(batch_size)
+    return 1 - mean_length(distribution) / expected_max_length(distribution, batch_size)
 
 
 def simulate_idle_fraction(distribution: LengthDistribution, batch_size: int, num_batches: int,
@@ -528,13 +539,12 @@ def simulate_idle_fraction(distribution: LengthDistribution, batch_size: int, nu
     lengths drawn from ``distribution`` with ``generator``: 1 - sum of all L / (B * sum of each
     batch's max L). Converges to :func:`expected_idle_fraction` as num_batches grows.
     TypeError/ValueError naming the bad argument (``generator`` must be a torch.Generator)."""
-    if not all(hasattr(distribution, a) for a in ("sample",)):
-        raise TypeError(f"distribution must be a LengthDistribution, got {type(distribution).__name__}")
+    _check_distribution(distribution)
     check_int("batch_size", batch_size, minimum=1)
     check_int("num_batches", num_batches, minimum=1)
     if not isinstance(generator, torch.Generator):
         raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    lengths = distribution.sample(num_batches * batch_size, generator).view(num_batches, batch_size)
+    lengths = _sample_lengths(distribution, num_batches * batch_size, generator).view(num_batches, batch_size)
     useful = int(lengths.sum())
     held = batch_size * int(lengths.max(dim=1).values.sum())
     return 1.0 - useful / held
