@@ -31,9 +31,10 @@ order, on the process group of the (prefill, decode) pair:
 1. header, prefill -> decode: int64 ``[VERSION, request_id, n_tokens, layers, kv_heads, head_dim,
    dtype code, first_token, max_new_tokens]`` (:class:`KVHeader`). A STOP header (request_id -1,
    n_tokens 0) ends the decode worker's loop.
-2. accept, decode -> prefill: int64 ``[request_id, ACCEPT or REJECT]``. The decode worker
-   rejects a header that does not match its own model (layers, kv_heads, head_dim, dtype,
-   positions past its ``max_seq_len``); the request is then reported failed with the reason.
+2. accept, decode -> prefill: int64 ``[request_id, ACCEPT]``, or ``[request_id, REJECT + i]``
+   when field ``FIELDS[i]`` of the header does not match the decode worker's own model (layers,
+   kv_heads, head_dim, dtype, positions past its max_seq_len); the request is then reported
+   failed with a reason naming that field.
 3. K then V, prefill -> decode: each (layers, kv_heads, n_tokens, head_dim), contiguous, in the
    model's dtype, bit for bit the prefill cache's first ``n_tokens`` positions.
 4. ack, decode -> prefill: int64 ``[request_id, ACK]``. The ack transfers ownership: from then on
@@ -85,7 +86,7 @@ __all__ = ["Request", "KVHeader", "transfer_bytes", "pack_kv", "unpack_kv", "pre
 __optional__ = []
 
 VERSION = 1
-ACCEPT, REJECT, ACK = 1, 2, 3
+ACCEPT, ACK, REJECT = 1, 2, 10   # a reject is REJECT + the index of the field in FIELDS
 DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.float64: 3}
 CODE_DTYPES = {code: dtype for dtype, code in DTYPE_CODES.items()}
 
@@ -193,12 +194,14 @@ def pack_kv(cache: KVCache) -> tuple[torch.Tensor, torch.Tensor]:
     return cache.k[:, 0, :, :n].contiguous(), cache.v[:, 0, :, :n].contiguous()
 
 
+FIELDS = ("layers", "kv_heads", "head_dim", "dtype", "max_seq_len")   # what a REJECT names
+
+
 def check_header(model, header: KVHeader) -> None:
     """ValueError naming the first field of ``header`` that does not fit ``model`` (layers,
     kv_heads, head_dim, dtype, or n_tokens + max_new_tokens - 1 past its max_seq_len)."""
     c = model.config
-    for name, want in (("layers", c.n_layers), ("kv_heads", c.n_kv_heads), ("head_dim", c.head_dim),
-                       ("dtype", model.dtype)):
+    for name, want in zip(FIELDS, (c.n_layers, c.n_kv_heads, c.head_dim, model.dtype)):
         if getattr(header, name) != want:
             raise ValueError(f"header: {name} = {getattr(header, name)} does not match the decode model's {want}")
     if header.n_tokens + header.max_new_tokens - 1 > c.max_seq_len:
@@ -311,8 +314,9 @@ def _reply(src, group, timeout, request_id: int, code: int, device) -> None:
     got = _recv(torch.zeros(2, dtype=torch.int64, device=device), src, group, timeout).tolist()
     if got[0] != request_id:
         raise RuntimeError(f"reply for request id {got[0]}, expected {request_id}")
-    if got[1] == REJECT and code == ACCEPT:
-        raise ValueError(f"decode rank {src} rejected the header of request {request_id}")
+    if REJECT <= got[1] < REJECT + len(FIELDS) and code == ACCEPT:
+        raise ValueError(f"decode rank {src} rejected the header of request {request_id}: its "
+                         f"{FIELDS[got[1] - REJECT]} does not match the decode model")
     if got[1] != code:
         raise RuntimeError(f"reply code {got[1]} for request {request_id}, expected {code}")
 
@@ -420,8 +424,9 @@ def decode_worker(model, src: int = 0, *, group=None, timeout: float = 30.0) -> 
         header = KVHeader.decode(message)
         try:
             check_header(model, header)
-        except ValueError:
-            _send(torch.tensor([header.request_id, REJECT], device=device), src, group, timeout)
+        except ValueError as exc:
+            field = next((i for i, name in enumerate(FIELDS) if f"header: {name} " in str(exc)), len(FIELDS) - 1)
+            _send(torch.tensor([header.request_id, REJECT + field], device=device), src, group, timeout)
             continue
         _send(torch.tensor([header.request_id, ACCEPT], device=device), src, group, timeout)
         k = _recv(torch.empty(header.shape, dtype=header.dtype, device=device), src, group, timeout)

@@ -1,0 +1,368 @@
+"""Disaggregated prefill and decode (course 04.07, 04.08; ch 10): the properties that define it.
+
+Every cluster test forks a gloo group of 2-3 processes where the implementation runs
+(``impl.call_in_process(runs.run, ...)``, spec_tests/disagg/cluster.py): rank 0 runs the
+implementation's ``prefill_worker``, the others its ``decode_worker``, on the reference model; the
+torch.distributed traffic of every rank is logged bit for bit, and a rank may carry an injected
+fault. About 0.25 s a run on one core (the fork costs ~20 ms a rank; gloo's set-up the rest).
+
+Laws: (1) the decode after a hand-off gives the colocated run's tokens, and its logits within the
+tolerance rule of a float64 oracle teacher-forced on those tokens; bit for bit under the
+batch-invariant mode; (2) the floating-point tensors the prefill rank sends are received bit for
+bit, are exactly the prompt's K and V (as a multiset of values: the layout is free), and their
+bytes equal ``transfer_bytes`` = the kv_bytes formula; (3) a decode worker that dies or hangs mid
+hand-off loses no request: every request is in exactly one of {completed, failed}. The reference's
+choices (bitwise without the mode; retry on the next live rank) are ``choice`` tests.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import example, given, settings, strategies as st
+
+from conformance.badinput import Bad, assert_rejects, bad_cases
+from conformance.tolerance import assert_close_to_oracle
+from spec_tests.disagg import cluster, runs
+from spec_tests.disagg.strategies import DisaggCase, disagg_cases
+
+# A GQA model, three requests (a 1-token prompt, one decoded token only, one that fills the window).
+THREE = DisaggCase(48, 16, 2, 2, 1, 12, "float32", 3, ((5, (1, 2, 3), 3), (7, (4,), 4), (9, (1, 7, 2, 9, 3, 30, 11), 6)), 3)
+BF16 = DisaggCase(16, 16, 1, 2, 2, 8, "bfloat16", 11, ((0, (3, 1, 4, 1, 5), 2), (1, (9, 2, 6), 1)), 2)
+
+
+def _model(reference, case: DisaggCase, dtype=None):
+    m = reference.of("model")
+    cfg = case.config(m.get("ModelConfig"), **({"dtype": dtype} if dtype is not None else {}))
+    return m.get("Transformer")(cfg, seed=case.seed)
+
+
+def _ok(outs):
+    for rank, out in enumerate(outs):
+        assert out["error"] is None and out["exitcode"] == 0, f"rank {rank} failed (exit {out['exitcode']}):\n{out['error']}"
+
+
+def _completed(outs) -> dict:
+    """request id -> (rank, tokens, logits) over every decode rank that reported."""
+    done = {}
+    for rank, out in enumerate(outs[1:], start=1):
+        for rid, (tokens, logits) in (out["result"] or {}).items():
+            assert rid not in done, f"request {rid} completed twice: by ranks {done[rid][0]} and {rank}"
+            done[rid] = (rank, tokens, logits)
+    return done
+
+
+def _floats(log, kind, peer):
+    return [t for what, p, ts in log if what == kind and p == peer for t in ts if t.is_floating_point()]
+
+
+def _teacher_forced(model, prompt, tokens):
+    """The logits of each generated token, from one uncached forward over prompt + tokens[:-1]."""
+    seq = torch.tensor([list(prompt) + [int(t) for t in tokens[:-1]]])
+    with torch.no_grad():
+        return model(seq)[0, len(prompt) - 1:]
+
+
+def _check_run(reference, case, outs, *, bitwise_to=None):
+    """Laws (1) and (2) on a run without faults; ``bitwise_to`` "reference": logits bit for bit."""
+    _ok(outs)
+    prefill = outs[0]["result"]
+    done = _completed(outs)
+    ids = {rid for rid, _, _ in case.requests}
+    assert set(prefill["handoffs"]) == ids, f"prefill_worker reported {sorted(prefill['handoffs'])}, submitted {sorted(ids)}"
+    assert set(done) == ids, f"completed {sorted(done)}, submitted {sorted(ids)}"
+    model64, model_lp = _model(reference, case, torch.float64), _model(reference, case)
+    per_rank_bytes = {}
+    for rid, prompt, new in case.requests:
+        h = prefill["handoffs"][rid]
+        rank, tokens, logits = done[rid]
+        assert h["status"] == "handed_off" and h["decode_rank"] == rank, f"request {rid}: {h}"
+        assert tokens.tolist()[0] == h["first_token"], f"request {rid}: first token {tokens.tolist()[0]} != prefill's {h['first_token']}"
+        all_logits = torch.cat([h["first_logits"][None], logits])
+        want_tokens, want_logits = prefill["colocated"][rid]
+        assert tokens.tolist() == want_tokens.tolist(), (
+            f"request {rid}: tokens after the hand-off {tokens.tolist()} != colocated {want_tokens.tolist()}")
+        oracle = _teacher_forced(model64, prompt, tokens)
+        ref_lp = _teacher_forced(model_lp, prompt, tokens)
+        assert_close_to_oracle(all_logits, ref_lp, oracle, name=f"request {rid}: logits after the hand-off")
+        (ref_k, ref_v), (ref_tokens, ref_logits) = prefill["reference"][rid]
+        if bitwise_to == "reference":
+            assert torch.equal(all_logits, ref_logits), f"request {rid}: logits are not the colocated logits bit for bit"
+        per_rank_bytes[rank] = per_rank_bytes.get(rank, 0) + reference.get("transfer_bytes")(
+            case.config(reference.of("model").get("ModelConfig")), len(prompt))
+        per_rank_bytes.setdefault(("kv", rank), []).append(torch.cat([ref_k.reshape(-1), ref_v.reshape(-1)]))
+    for rank in range(1, case.world):
+        sent, got = _floats(outs[0]["log"], "send", rank), _floats(outs[rank]["log"], "recv", 0)
+        assert len(sent) == len(got) and all(torch.equal(a, b) for a, b in zip(sent, got)), (
+            f"rank {rank} did not receive bit for bit the floating-point tensors rank 0 sent it")
+        moved = sum(t.nbytes for t in sent)
+        assert moved == per_rank_bytes.get(rank, 0), (
+            f"rank 0 sent rank {rank} {moved} bytes of floating-point tensors; the KV of its requests is "
+            f"{per_rank_bytes.get(rank, 0)} bytes (transfer_bytes = the kv_bytes formula)")
+        if sent:
+            payload = torch.cat([t.reshape(-1) for t in sent]).sort().values
+            want = torch.cat(per_rank_bytes[("kv", rank)]).sort().values
+            assert payload.shape == want.shape and torch.equal(payload, want), (
+                f"the values rank 0 sent rank {rank} are not the prompts' K and V")
+
+
+# --- law (1) + (2): a hand-off is a bit-exact copy and the decode continues it -------------------------
+@example(case=THREE).via("mutant:sends_whole_buffer mutant:sends_k_twice mutant:forgets_last_position "
+                         "mutant:cache_length_not_set")
+@example(case=BF16).via("mutant:sends_k_twice")
+@given(case=disagg_cases())
+@settings(max_examples=6)
+def test_decode_after_handoff_equals_colocated(impl, reference, case):
+    """Decode after the hand-off gives the colocated tokens, logits within the tolerance rule; the
+    floating-point tensors sent are received bit for bit, are the prompt's K and V, and weigh
+    transfer_bytes."""
+    outs = impl.call_in_process(runs.run, case)
+    _check_run(reference, case, outs)
+
+
+def test_bitwise_under_the_batch_invariant_mode(impl, reference):
+    """Under the batch-invariant mode (every matmul, norm and softmax in one fixed order, whatever
+    the shapes and strides), the decode after the hand-off gives the colocated logits bit for bit."""
+    case = DisaggCase(32, 16, 1, 2, 1, 10, "float32", 5, ((3, (2, 9, 4), 3), (4, (7,), 2)), 2)
+    outs = impl.call_in_process(runs.run, case, invariant=True)
+    _check_run(reference, case, outs, bitwise_to="reference")
+
+
+@pytest.mark.choice("the decode cache has the colocated cache's shape, so the same float ops run")
+def test_bitwise_without_the_mode(impl, reference):
+    """The reference's decode worker allocates the colocated cache's shape and prefills in one pass:
+    the logits after the hand-off are the colocated logits bit for bit, also without the mode."""
+    outs = impl.call_in_process(runs.run, THREE)
+    _check_run(reference, THREE, outs, bitwise_to="reference")
+
+
+@given(config=st.tuples(st.integers(1, 80), st.sampled_from([(8, 1), (8, 2), (4, 4), (32, 8)]),
+                        st.sampled_from([2, 64, 128])),
+       n=st.integers(1, 4096), dtype=st.sampled_from(["float16", "bfloat16", "float32", "float64"]),
+       explicit=st.booleans())
+def test_transfer_bytes_is_the_kv_bytes_formula(impl, reference, config, n, dtype, explicit):
+    """transfer_bytes(config, n, dtype) = kv_bytes.kv_cache_bytes of one sequence of n tokens (the
+    dtype defaults to the config's)."""
+    from conformance.strategies import DTYPES
+    layers, (heads, kv_heads), head_dim = config
+    cfg = reference.of("model").get("ModelConfig")(dim=heads * head_dim, n_layers=layers, n_heads=heads,
+                                                   n_kv_heads=kv_heads, dtype=DTYPES[dtype] if not explicit else torch.float32)
+    got = impl.get("transfer_bytes")(cfg, n, DTYPES[dtype]) if explicit else impl.get("transfer_bytes")(cfg, n)
+    want = reference.of("kv_bytes").get("kv_cache_bytes")(layers=layers, kv_heads=kv_heads, head_dim=head_dim,
+                                                           seq_len=n, batch=1, dtype=DTYPES[dtype])
+    assert isinstance(got, int) and got == want, f"transfer_bytes = {got!r}, the kv_bytes formula gives {want}"
+
+
+def test_llama3_8b_bytes_per_token(impl, reference):
+    """Llama-3-8B's shape (32 layers, 8 KV heads of 128, bf16) moves 128 KiB per prompt token."""
+    cfg = reference.of("model").get("ModelConfig")(vocab_size=8, dim=4096, n_layers=32, n_heads=32, n_kv_heads=8,
+                                                   hidden_dim=16, dtype=torch.bfloat16)
+    assert impl.get("transfer_bytes")(cfg, 1) == 131072
+    assert impl.get("transfer_bytes")(cfg, 4096) == 512 * 2**20
+
+
+# --- law (3): a worker that dies mid hand-off loses no request -----------------------------------------
+def _accounted(case, outs):
+    """Every submitted request is in exactly one of {completed, failed}; returns both sets."""
+    prefill = outs[0]["result"]
+    assert outs[0]["error"] is None, f"the prefill worker raised:\n{outs[0]['error']}"
+    done = _completed(outs)
+    failed = {rid for rid, h in prefill["handoffs"].items() if h["status"] == "failed"}
+    ids = {rid for rid, _, _ in case.requests}
+    lost = ids - set(done) - failed
+    assert not lost, (f"requests {sorted(lost)} were neither completed nor reported failed (lost): "
+                      f"{ {rid: prefill['handoffs'].get(rid) for rid in lost} }")
+    both = set(done) & failed
+    assert not both, f"requests {sorted(both)} were completed and reported failed"
+    for rid in failed:
+        assert prefill["handoffs"][rid]["error"], f"request {rid} failed without a reason"
+    return set(done), failed
+
+
+@pytest.mark.parametrize("fault", ["exit_after_first_recv", "exit_before_ack"])
+def test_dead_decode_worker_loses_no_request(impl, reference, fault):
+    """Decode rank 1 dies mid hand-off (after reading a header; or holding the KV, before its ack):
+    every request is completed by rank 2 or reported failed, never lost, and the completed ones
+    are right."""
+    outs = impl.call_in_process(runs.run, THREE, faults={1: fault}, timeout=2.0)
+    assert outs[1]["exitcode"] == cluster.FAULT_EXIT, (
+        f"the injected fault never fired (rank 1 exit code {outs[1]['exitcode']}): rank 1 received nothing")
+    done, failed = _accounted(THREE, outs)
+    _check_completed_tokens(THREE, outs, done)
+
+
+def _check_completed_tokens(case, outs, done):
+    colocated = outs[0]["result"]["colocated"]
+    for rid, (rank, tokens, _) in _completed(outs).items():
+        assert tokens.tolist() == colocated[rid][0].tolist(), f"request {rid} completed by rank {rank} with wrong tokens"
+
+
+def test_only_decode_worker_dies_every_request_failed(impl, reference):
+    """With the only decode worker dead after the first header, nothing can complete: every request
+    is reported failed, with a reason, none lost."""
+    case = DisaggCase(48, 16, 2, 2, 1, 12, "float32", 3, THREE.requests, 2)
+    outs = impl.call_in_process(runs.run, case, faults={1: "exit_after_first_recv"}, timeout=2.0)
+    done, failed = _accounted(case, outs)
+    assert not done and failed == {rid for rid, _, _ in case.requests}
+
+
+def test_hung_decode_worker_times_out(impl, reference):
+    """A decode worker that stops answering after the first header is detected by the timeout: no
+    request lost, and the run ends (within a few timeouts, not the launcher's deadline)."""
+    import time
+    start = time.monotonic()
+    outs = impl.call_in_process(runs.run, THREE, faults={1: "hang_after_first_recv"}, timeout=0.5)
+    done, failed = _accounted(THREE, outs)
+    _check_completed_tokens(THREE, outs, done)
+    assert time.monotonic() - start < 20
+
+
+@pytest.mark.choice("a failed attempt is retried on the next live decode rank")
+@pytest.mark.parametrize("fault", ["exit_after_first_recv", "exit_before_ack"])
+def test_failed_handoff_is_retried_on_a_live_worker(impl, reference, fault):
+    """The reference retries a failed hand-off on the next live decode rank: with rank 2 alive,
+    every request completes there."""
+    outs = impl.call_in_process(runs.run, THREE, faults={1: fault}, timeout=2.0)
+    done, failed = _accounted(THREE, outs)
+    assert not failed and all(r == 2 for r, _, _ in _completed(outs).values())
+
+
+def test_rejected_header_fails_the_request_and_keeps_the_worker(impl, reference):
+    """A decode worker whose model does not match the header (other kv_heads) rejects it: every
+    request is reported failed with a reason naming kv_heads, and the worker survives to STOP."""
+    outs = impl.call_in_process(runs.run, BF16, decode_changes={"n_kv_heads": 1})
+    _ok(outs)
+    done, failed = _accounted(BF16, outs)
+    assert not done and failed == {0, 1}
+    for rid in failed:
+        assert "kv_heads" in outs[0]["result"]["handoffs"][rid]["error"]
+
+
+# --- the payload, in one process ---------------------------------------------------------------------
+def test_pack_unpack_round_trip(impl, reference):
+    """pack_kv gives the filled positions only, (layers, kv_heads, n, head_dim); unpack_kv makes a
+    cache whose seq_len is n and whose first n positions are those bits."""
+    model = _model(reference, THREE)
+    r = reference.get("Request")(1, [3, 1, 4, 1, 5], 3)
+    cache, first, _ = impl.get("prefill")(model, impl.get("Request")(1, [3, 1, 4, 1, 5], 3))
+    k, v = impl.get("pack_kv")(cache)
+    c = model.config
+    assert tuple(k.shape) == tuple(v.shape) == (c.n_layers, c.n_kv_heads, 5, c.head_dim)
+    assert torch.equal(k, cache.k[:, 0, :, :5]) and torch.equal(v, cache.v[:, 0, :, :5])
+    header = impl.get("KVHeader")(1, 5, c.n_layers, c.n_kv_heads, c.head_dim, model.dtype, first, 3)
+    back = impl.get("unpack_kv")(model, header, k, v)
+    assert back.seq_len == 5 and torch.equal(back.k[:, :, :, :5], cache.k[:, :, :, :5])
+    assert torch.equal(back.v[:, :, :, :5], cache.v[:, :, :, :5])
+    assert r.max_new_tokens == 3
+
+
+def test_colocated_is_generate(impl, reference):
+    """run_colocated gives generate's greedy tokens and logits for the same prompt."""
+    model = _model(reference, THREE)
+    for rid, prompt, new in THREE.requests:
+        if len(prompt) + new > THREE.max_seq_len:      # generate feeds no more, but asks one more
+            continue
+        tokens, logits = impl.get("run_colocated")(model, impl.get("Request")(rid, list(prompt), new))
+        want_tokens, want_logits = reference.of("generate").get("generate")(model, torch.tensor([prompt]), new)
+        assert torch.as_tensor(tokens).tolist() == want_tokens[0].tolist()
+        assert_close_to_oracle(logits, want_logits[0], _teacher_forced(_model(reference, THREE, torch.float64), prompt, tokens),
+                               name="run_colocated logits")
+
+
+# --- bad input -------------------------------------------------------------------------------------------
+def _cfg(reference):
+    return THREE.config(reference.of("model").get("ModelConfig"))
+
+
+BAD_TRANSFER = [
+    Bad("n_tokens 0", dict(n_tokens=0), ValueError, ("n_tokens",)),
+    Bad("n_tokens -1", dict(n_tokens=-1), ValueError, ("n_tokens",)),
+    Bad("n_tokens float", dict(n_tokens=2.0), TypeError, ("n_tokens",)),
+    Bad("n_tokens bool", dict(n_tokens=True), TypeError, ("n_tokens",)),
+    Bad("dtype int64", dict(dtype=torch.int64), TypeError, ("dtype",)),
+]
+
+
+@bad_cases(BAD_TRANSFER)
+def test_transfer_bytes_rejects_bad_input(impl, reference, bad):
+    assert_rejects(impl.get("transfer_bytes"), dict(config=_cfg(reference), n_tokens=3, dtype=torch.float16), bad)
+
+
+BAD_REQUEST = [
+    Bad("empty prompt", dict(prompt=[]), ValueError, ("prompt",)),
+    Bad("negative token", dict(prompt=[1, -1]), ValueError, ("prompt",)),
+    Bad("max_new_tokens 0", dict(max_new_tokens=0), ValueError, ("max_new_tokens",)),
+    Bad("request_id -1", dict(request_id=-1), ValueError, ("request_id",)),
+    Bad("request_id str", dict(request_id="a"), TypeError, ("request_id",)),
+]
+
+
+@bad_cases(BAD_REQUEST)
+def test_request_rejects_bad_input(impl, bad):
+    assert_rejects(impl.get("Request"), dict(request_id=1, prompt=[1, 2], max_new_tokens=2), bad)
+
+
+def _header_kwargs(reference, **changes):
+    c = _cfg(reference)
+    return {**dict(request_id=1, n_tokens=3, layers=c.n_layers, kv_heads=c.n_kv_heads, head_dim=c.head_dim,
+                   dtype=c.dtype, first_token=0, max_new_tokens=2), **changes}
+
+
+BAD_HEADER = [
+    Bad("n_tokens 0", dict(n_tokens=0), ValueError, ("n_tokens",)),
+    Bad("layers 0", dict(layers=0), ValueError, ("layers",)),
+    Bad("dtype int64", dict(dtype=torch.int64), TypeError, ("dtype",)),
+    Bad("max_new_tokens 0", dict(max_new_tokens=0), ValueError, ("max_new_tokens",)),
+]
+
+
+@bad_cases(BAD_HEADER)
+def test_header_rejects_bad_input(impl, reference, bad):
+    assert_rejects(impl.get("KVHeader"), _header_kwargs(reference), bad)
+
+
+def _unpack_valid(impl, reference):
+    model = _model(reference, THREE)
+    c = model.config
+    shape = (c.n_layers, c.n_kv_heads, 3, c.head_dim)
+    header = impl.get("KVHeader")(**_header_kwargs(reference))
+    return dict(model=model, header=header, k=torch.randn(shape), v=torch.randn(shape))
+
+
+def _with_header(impl, reference, **changes):
+    return lambda kw: {**kw, "header": impl.get("KVHeader")(**_header_kwargs(reference, **changes))}
+
+
+def _bad_unpack(impl, reference):
+    return [
+        Bad("header layers mismatch", _with_header(impl, reference, layers=3), ValueError, ("layers",)),
+        Bad("header kv_heads mismatch", _with_header(impl, reference, kv_heads=2), ValueError, ("kv_heads",)),
+        Bad("header head_dim mismatch", _with_header(impl, reference, head_dim=4), ValueError, ("head_dim",)),
+        Bad("header dtype mismatch", _with_header(impl, reference, dtype=torch.float64), ValueError, ("dtype",)),
+        Bad("positions past max_seq_len", _with_header(impl, reference, n_tokens=3, max_new_tokens=11), ValueError, ("max_seq_len",)),
+        Bad("k of another length", lambda kw: {**kw, "k": kw["k"][:, :, :2]}, ValueError, ("k",)),
+        Bad("v of another dtype", lambda kw: {**kw, "v": kw["v"].double()}, ValueError, ("v",)),
+        Bad("k not a tensor", dict(k=[1.0]), TypeError, ("k",)),
+    ]
+
+
+@pytest.mark.parametrize("row", range(8))
+def test_unpack_kv_rejects_a_mismatched_header(impl, reference, row):
+    bad = _bad_unpack(impl, reference)[row]
+    assert_rejects(impl.get("unpack_kv"), _unpack_valid(impl, reference), bad)
+
+
+BAD_WORKER = [
+    Bad("duplicate request ids", lambda kw: {**kw, "requests": kw["requests"] + kw["requests"][:1]}, ValueError, ("requests",)),
+    Bad("requests not Requests", dict(requests=[(1, [1, 2], 2)]), TypeError, ("requests",)),
+    Bad("no decode rank", dict(decode_ranks=[]), ValueError, ("decode_ranks",)),
+    Bad("duplicate decode rank", dict(decode_ranks=[1, 1]), ValueError, ("decode_ranks",)),
+    Bad("timeout 0", dict(timeout=0), ValueError, ("timeout",)),
+]
+
+
+@bad_cases(BAD_WORKER)
+def test_prefill_worker_rejects_bad_input_before_sending(impl, reference, bad):
+    """Checked before anything is sent (no process group is needed to see the error)."""
+    R = impl.get("Request")
+    valid = dict(model=_model(reference, THREE), requests=[R(1, [1, 2], 2), R(2, [3], 1)], decode_ranks=[1], timeout=1.0)
+    assert_rejects(impl.get("prefill_worker"), valid, bad)
