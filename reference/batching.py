@@ -284,20 +284,25 @@ def schedule_continuous(arrivals, lengths, max_batch: int) -> list[tuple]:
 
 
 # --- runs on the model ----------------------------------------------------------------------------
-def _check_run(model, requests) -> list[Request]:
-    if not isinstance(requests, (list, tuple)) or not requests:
-        raise (TypeError if not isinstance(requests, (list, tuple)) else ValueError)(
-            f"requests must be a non-empty list of Request, got {requests!r}")
+def _check_request(model, r, name: str):
+    """A Request that fits the model, else TypeError/ValueError naming ``name``."""
     c = model.config
-    for i, r in enumerate(requests):
-        if not all(hasattr(r, a) for a in ("prompt", "max_new_tokens", "arrival", "temperature", "seed")):
-            raise TypeError(f"requests[{i}] must be a Request, got {type(r).__name__}")
-        if max(r.prompt) >= c.vocab_size:
-            raise ValueError(f"requests[{i}]: prompt ids must be < vocab_size={c.vocab_size}, got {max(r.prompt)}")
-        if len(r.prompt) + r.max_new_tokens > c.max_seq_len:
-            raise ValueError(f"requests[{i}]: prompt ({len(r.prompt)}) + max_new_tokens ({r.max_new_tokens}) "
-                             f"exceeds max_seq_len={c.max_seq_len}")
-    return list(requests)
+    if not all(hasattr(r, a) for a in ("prompt", "max_new_tokens", "arrival", "temperature", "seed")):
+        raise TypeError(f"{name} must be a Request, got {type(r).__name__}")
+    if max(r.prompt) >= c.vocab_size:
+        raise ValueError(f"{name}: prompt ids must be < vocab_size={c.vocab_size}, got {max(r.prompt)}")
+    if len(r.prompt) + r.max_new_tokens > c.max_seq_len:
+        raise ValueError(f"{name}: prompt ({len(r.prompt)}) + max_new_tokens ({r.max_new_tokens}) "
+                         f"exceeds max_seq_len={c.max_seq_len}")
+    return r
+
+
+def _check_run(model, requests) -> list:
+    if not isinstance(requests, (list, tuple)):
+        raise TypeError(f"requests must be a non-empty list of Request, got {type(requests).__name__}")
+    if not requests:
+        raise ValueError("requests must be a non-empty list of Request, got an empty one")
+    return [_check_request(model, r, f"requests ({i})") for i, r in enumerate(requests)]
 
 
 def _pick(logits: torch.Tensor, request, generator) -> int:
@@ -323,8 +328,10 @@ def _result(requests, timeline, tokens, logits) -> BatchRun:
 @torch.no_grad()
 def run_alone(model, request) -> BatchRun:
     """``request`` run by itself (arrival ignored: it starts at step 0): a prefill of its prompt,
-    then one decode step per token, on a fresh KV cache. The oracle of the batched runs."""
-    (request,) = _check_run(model, [request])
+    then one decode step per token, on a fresh KV cache. The oracle of the batched runs.
+    TypeError/ValueError naming ``request`` (not a Request; a prompt id >= vocab_size; prompt +
+    max_new_tokens > max_seq_len)."""
+    request = _check_request(model, request, "request")
     cache, g = model.new_cache(1), _generators([request])[0]
     device = model.model.embed_tokens.weight.device
     new = torch.tensor(request.prompt, dtype=torch.long, device=device)
