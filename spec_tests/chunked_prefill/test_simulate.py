@@ -9,6 +9,7 @@ on any workload is choice-marked.
 """
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -167,49 +168,41 @@ def test_fcfs_by_arrival(impl, reference):
 
 
 # --- bad input ---------------------------------------------------------------------------------
-def _valid(reference):
-    return dict(workload=[[0.0, 4, 2], [0.5, 3, 1]], token_budget=4, chunk_size=None,
-                cost=StepCost())
+SIM_VALID = dict(workload=[[0.0, 4, 2], [0.5, 3, 1]], token_budget=4, chunk_size=None, cost=StepCost())
 
 
 class _NoCost:
     weights = 1.0
 
 
-def _cost(reference, **kw):
-    return lambda valid: {**valid, "cost": StepCost(**kw)}
+SIM_BAD = [
+    Bad("workload a dict", dict(workload={0: (0.0, 4, 2)}), TypeError, ("workload",)),
+    Bad("workload empty", dict(workload=[]), ValueError, ("workload",)),
+    Bad("request a pair", dict(workload=[[0.0, 4]]), TypeError, ("workload",)),
+    Bad("request a number", dict(workload=[3]), TypeError, ("workload",)),
+    Bad("arrival -1", dict(workload=[[-1.0, 4, 2]]), ValueError, ("arrival",)),
+    Bad("arrival nan", dict(workload=[[float("nan"), 4, 2]]), ValueError, ("arrival",)),
+    Bad("arrival a str", dict(workload=[["0", 4, 2]]), TypeError, ("arrival",)),
+    Bad("prompt_len 0", dict(workload=[[0.0, 0, 2]]), ValueError, ("prompt_len",)),
+    Bad("prompt_len a float", dict(workload=[[0.0, 4.0, 2]]), TypeError, ("prompt_len",)),
+    Bad("output_len 0", dict(workload=[[0.0, 4, 0]]), ValueError, ("output_len",)),
+    Bad("output_len a bool", dict(workload=[[0.0, 4, True]]), TypeError, ("output_len",)),
+    Bad("token_budget 0", dict(token_budget=0), ValueError, ("token_budget",)),
+    Bad("token_budget a float", dict(token_budget=4.0), TypeError, ("token_budget",)),
+    Bad("chunk_size 0", dict(chunk_size=0), ValueError, ("chunk_size",)),
+    Bad("cost without fields", dict(cost=_NoCost()), TypeError, ("cost",)),
+    Bad("cost.weights -1", dict(cost=StepCost(weights=-1.0)), ValueError, ("cost.weights",)),
+    Bad("cost.per_token inf", dict(cost=StepCost(per_token=float("inf"))), ValueError, ("cost.per_token",)),
+    Bad("cost.overhead a str", dict(cost=StepCost(overhead="0")), TypeError, ("cost.overhead",)),
+]
 
 
-def bad_sim(reference):
-    return [
-        Bad("workload a dict", dict(workload={0: (0.0, 4, 2)}), TypeError, ("workload",)),
-        Bad("workload empty", dict(workload=[]), ValueError, ("workload",)),
-        Bad("request a pair", dict(workload=[[0.0, 4]]), TypeError, ("workload",)),
-        Bad("request a number", dict(workload=[3]), TypeError, ("workload",)),
-        Bad("arrival -1", dict(workload=[[-1.0, 4, 2]]), ValueError, ("arrival",)),
-        Bad("arrival nan", dict(workload=[[float("nan"), 4, 2]]), ValueError, ("arrival",)),
-        Bad("arrival a str", dict(workload=[["0", 4, 2]]), TypeError, ("arrival",)),
-        Bad("prompt_len 0", dict(workload=[[0.0, 0, 2]]), ValueError, ("prompt_len",)),
-        Bad("prompt_len a float", dict(workload=[[0.0, 4.0, 2]]), TypeError, ("prompt_len",)),
-        Bad("output_len 0", dict(workload=[[0.0, 4, 0]]), ValueError, ("output_len",)),
-        Bad("output_len a bool", dict(workload=[[0.0, 4, True]]), TypeError, ("output_len",)),
-        Bad("token_budget 0", dict(token_budget=0), ValueError, ("token_budget",)),
-        Bad("token_budget a float", dict(token_budget=4.0), TypeError, ("token_budget",)),
-        Bad("chunk_size 0", dict(chunk_size=0), ValueError, ("chunk_size",)),
-        Bad("cost without fields", dict(cost=_NoCost()), TypeError, ("cost",)),
-        Bad("cost.weights -1", _cost(reference, weights=-1.0), ValueError, ("cost.weights",)),
-        Bad("cost.per_token inf", _cost(reference, per_token=float("inf")), ValueError, ("cost.per_token",)),
-        Bad("cost.overhead a str", _cost(reference, overhead="0"), TypeError, ("cost.overhead",)),
-    ]
-
-
-@pytest.mark.parametrize("row", range(18))
-def test_simulate_rejects_bad_input(impl, reference, row):
+@bad_cases(SIM_BAD)
+def test_simulate_rejects_bad_input(impl, bad):
     """Malformed input to simulate raises TypeError/ValueError naming the argument (the field of a
-    request or of the cost)."""
-    bad = bad_sim(reference)[row]
-    kwargs = bad.apply(_valid(reference))
-    assert_rejects(impl.get("simulate"), kwargs, Bad(bad.id, {}, bad.error, bad.words))
+    request or of the cost); the workload is unchanged."""
+    valid = copy.deepcopy(SIM_VALID)
+    assert_rejects(impl.get("simulate"), valid, bad)
 
 
 STEP_BAD = [
