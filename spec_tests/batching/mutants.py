@@ -35,6 +35,7 @@ MUTANTS = [
           "instead of E[max of the B lengths].",
           "    return 1 - mean_length(distribution) / expected_max_length(distribution, batch_size)",
           "    d = _check_distribution(distribution)\n"
+          "    check_int(\"batch_size\", batch_size, minimum=1)\n"
           "    top = d.param if d.kind != \"geometric\" else expected_max_length(d, batch_size)\n"
           "    return 1 - mean_length(distribution) / top"),
 ]
