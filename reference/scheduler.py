@@ -43,8 +43,12 @@ running request always makes progress -- so, since every request fits the pool a
 Prefix caching (``enable_prefix_caching=True``; vLLM v1's block pool, as ``reference/prefix_cache.py``)
 ------------------------------------------------------------------------------------------------
 A *full* block is keyed by the whole token prefix it ends (prompt and generated tokens alike).
-It becomes cached when the step that schedules its last token is scheduled; a key already cached
-keeps its block. A request being admitted (its ``num_computed_tokens`` is 0) takes the blocks of
+It becomes cached when the step that computes its last token is updated (``update()``: the engine
+has written its KV); a key already cached keeps its block. (vLLM v1 caches it when the step is
+scheduled, so a request admitted later in the same step can hit a block whose KV that step
+writes -- correct there because its forward pass writes each layer's KV of the whole batch before
+attention reads it. Caching at ``update`` asks nothing of the engine's order; a hit is one step
+later at most.) A request being admitted (its ``num_computed_tokens`` is 0) takes the blocks of
 the longest cached block-aligned prefix of its tokens, capped at ``num_tokens - 1`` tokens (the
 last token is always computed: its logits are needed), and starts with that many computed tokens.
 A freed block keeps its key until it is reused; the free queue is least-recently-freed first
@@ -400,7 +404,6 @@ class Scheduler:
         out.block_tables[rid] = list(req.blocks)
         out.token_ids[rid] = list(req.tokens[start:start + n])
         req.num_computed_tokens = start + n
-        self.pool.cache_full_blocks(req, req.num_computed_tokens)
         if req.num_computed_tokens == req.num_tokens:
             out.sampling.append(rid)
 
@@ -427,6 +430,9 @@ class Scheduler:
             if rid not in sampled:
                 raise ValueError(f"stopped: {rid!r} did not sample this step")
 
+        for rid in output.num_scheduled_tokens:  # the step's KV is computed: cache its full blocks
+            req = self.requests[rid]
+            self.pool.cache_full_blocks(req, req.num_computed_tokens)
         finished = []
         for rid in expected:
             req = self.requests[rid]

@@ -211,9 +211,9 @@ class Run:
             if rid not in rest:
                 self.fail(f"{rid!r} admitted but it was not waiting ({pre_waiting})")
             for skipped in rest[:rest.index(rid)]:
-                n_tok = len(self.tokens(skipped))
-                least = n_tok - ((n_tok - 1) // bs * bs if cfg.prefix else 0)  # after the longest hit
-                if cfg.chunked or least <= budget:
+                # passing it is lawful only if its uncomputed tokens exceed the budget left; they
+                # are all its tokens without a prefix-cache hit (with one, the hit is the engine's)
+                if cfg.chunked or len(self.tokens(skipped)) <= budget:
                     self.fail(f"{rid!r} admitted before {skipped!r}, which waited ahead of it (FCFS; "
                               f"only without chunked prefill a request whose tokens exceed the budget "
                               f"left, {budget}, is passed)")

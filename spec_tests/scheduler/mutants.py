@@ -15,11 +15,11 @@ MUTANTS = [
           "a finished request leaves running but its blocks are never returned to the pool.",
           "            self._running.remove(rid)\n            self.pool.free(req.blocks)\n",
           "            self._running.remove(rid)\n"),
-    Patch("preempt_keeps_computed",
-          "a preempted request frees its blocks but keeps its computed-token count: on resumption it "
-          "is scheduled as if its KV were still there.",
-          "        req.blocks = []\n        req.num_computed_tokens = 0\n",
-          "        req.blocks = []\n"),
+    Patch("recompute_prompt_only",
+          "admission schedules the prompt's uncomputed tokens, not the request's: a preempted request "
+          "resumes by recomputing its prompt and leaves its generated tokens for later steps.",
+          "n = req.num_tokens - hit_tokens",
+          "n = len(req.prompt) - hit_tokens"),
     Patch("admits_past_max_num_seqs",
           "admission checks the running count with '<=': one request more than max_num_seqs runs.",
           "len(self._running) < self.max_num_seqs",

@@ -35,7 +35,7 @@ BASE = (0, 1, 2, 0, 1, 2, 1, 0)
 @st.composite
 def prompts(draw):
     """Prompts that share prefixes (a prefix of BASE, then a short tail)."""
-    head = draw(st.integers(0, 6))
+    head = draw(st.integers(0, 5))
     tail = draw(st.lists(st.integers(0, 2), min_size=0 if head else 1, max_size=2))
     return list(BASE[:head]) + tail
 
@@ -57,7 +57,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     ref = None
     choice = False   # compare block ids with the reference, prefix caching included
 
-    @initialize(num_blocks=st.integers(1, 10), block_size=st.integers(1, 3), budget=st.integers(1, 10),
+    @initialize(num_blocks=st.integers(1, 8), block_size=st.integers(1, 3), budget=st.integers(1, 8),
                 max_num_seqs=st.integers(1, 4), chunked=st.booleans(), prefix=st.booleans())
     def setup(self, num_blocks, block_size, budget, max_num_seqs, chunked, prefix):
         self.cfg = Config(num_blocks, block_size, budget, max_num_seqs, chunked, prefix)
@@ -67,9 +67,21 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.differential = self.choice or not prefix
         self.b = Run(self.cfg.make(self.ref.get("Scheduler")), self.cfg, check=False) if self.differential else None
         self.steps = 0
+        self.fresh = 0
 
     @rule(rid=st.sampled_from(IDS), prompt=prompts(), max_tokens=st.integers(1, 4))
     def add(self, rid, prompt, max_tokens):
+        """A request under an id of a small set (so duplicates of live ids occur)."""
+        self._add(rid, prompt, max_tokens)
+
+    @rule(requests=st.lists(st.tuples(prompts(), st.integers(1, 4)), min_size=1, max_size=3))
+    def add_fresh(self, requests):
+        """Requests under new ids, several at once (so they compete for blocks and preempt)."""
+        for prompt, max_tokens in requests:
+            self.fresh += 1
+            self._add(f"q{self.fresh}", prompt, max_tokens)
+
+    def _add(self, rid, prompt, max_tokens):
         before = self.a.state()
         expected = add_error(self.cfg, self.a.live, rid, prompt, max_tokens)
         got = self.a.add(rid, prompt, max_tokens)
