@@ -33,6 +33,7 @@ import traceback
 import torch
 
 FAULT_EXIT = 17
+GRACE = 5.0          # seconds the decode ranks get to report once the prefill rank has
 FAULTS = ("exit_after_first_recv", "exit_before_ack", "hang_after_first_recv")
 
 
@@ -114,7 +115,8 @@ def launch(jobs, *, faults=None, timeout: float = 30.0) -> list[dict]:
     """Run ``jobs[r](rank, groups)`` on rank r of a fresh gloo group of ``len(jobs)`` forked
     processes; ``faults`` ``{rank: fault}``. Returns per rank ``{"result", "error", "log",
     "exitcode"}`` (a rank that died has result None and its exit code). Every child still alive
-    after ``timeout`` seconds (a hung one) is killed."""
+    after ``timeout`` + 5 seconds, or :data:`GRACE` seconds after rank 0 reported (a hung one), is
+    killed."""
     import multiprocessing as mp
     faults = faults or {}
     ctx = mp.get_context("fork")
@@ -135,6 +137,8 @@ def launch(jobs, *, faults=None, timeout: float = 30.0) -> list[dict]:
         out = {"result": None, "error": None, "log": []}
         hung = str(faults.get(rank, "")).startswith("hang")   # waited for only once the others are done
         if read.poll(0.0 if hung else max(0.0, deadline - time.monotonic())):
+            if rank == 0:                      # the others have GRACE seconds more to stop
+                deadline = min(deadline, time.monotonic() + GRACE)
             try:
                 out = pickle.loads(read.recv_bytes())
             except EOFError:

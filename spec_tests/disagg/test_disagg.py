@@ -38,7 +38,9 @@ def _model(reference, case: DisaggCase, dtype=None):
 
 def _ok(outs):
     for rank, out in enumerate(outs):
-        assert out["error"] is None and out["exitcode"] == 0, f"rank {rank} failed (exit {out['exitcode']}):\n{out['error']}"
+        role = "prefill_worker" if rank == 0 else "decode_worker"
+        assert out["error"] is None and out["exitcode"] == 0, (
+            f"rank {rank} ({role}) failed (exit code {out['exitcode']}; -9: killed after the deadline):\n{out['error']}")
 
 
 def _completed(outs) -> dict:
