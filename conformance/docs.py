@@ -369,6 +369,13 @@ NOTES = {
     **{f"prefix_cache/test_prefix_cache.py::test_{name}_rejects_bad_input":
        "a pool of 6 blocks of 2 tokens: `'a'` holds `[1, 2, 3, 4, 5]` (3 blocks, all computed), `'b'` "
        "holds `[7, 7]` (1 block, not computed)" for name in ("allocate", "mark_computed", "free", "lookup")},
+    "scheduler/test_scheduler.py::test_add_request_rejects_bad_input":
+        "`Scheduler(8, 2, 8, 1)` (8 blocks of 2 tokens, budget 8, max_num_seqs 1): `'a'` (prompt "
+        "`[1, 2, 3]`) runs, `'w'` waits; queues and free blocks compared before and after",
+    "scheduler/test_scheduler.py::test_update_rejects_bad_input":
+        "`Scheduler(16, 2, 6, 4)`: the pending output schedules `'a'` (a decode) and `'b'` (its whole "
+        "prompt), which sample, and a 2-token chunk of `'c'`'s 7-token prompt, which does not; after "
+        "the rejected call the right update must give the reference's result",
     "eviction/test_eviction.py::test_rejects_bad_input":
         "an `LFU()` that tracks `'a'` (touched at 3 and 5) and `'b'` (touched at 5): its clock is at 5",
 }
@@ -398,6 +405,11 @@ CALLS = {
     "prefix_cache/test_prefix_cache.py::test_lookup_rejects_bad_input": "PrefixCache.lookup",
     "prefix_cache/test_prefix_cache.py::test_block_queries_reject_bad_input": "PrefixCache.{method}",
     "radix/test_radix.py::test_rejects_bad_input": "RadixCache.{method}",
+    "scheduler/test_scheduler.py::test_add_request_rejects_bad_input": "Scheduler.add_request",
+    "scheduler/test_scheduler.py::test_add_request_longer_than_budget_without_chunking":
+        "Scheduler.add_request, without chunked prefill",
+    "scheduler/test_scheduler.py::test_update_rejects_bad_input": "Scheduler.update",
+    "scheduler/test_scheduler.py::test_update_of_a_stale_output_rejected": "Scheduler.update",
     # rows on the "meta" device: checked by hand, not by assert_rejects (whose no-change check reads data)
     "paged_attention/test_paged_attention.py::test_rejects_arguments_on_another_device": "paged_attention",
     "speculative/test_verify.py::test_rejects_arguments_on_another_device": "verify",
