@@ -322,35 +322,36 @@ def test_header_rejects_bad_input(impl, reference, bad):
     assert_rejects(impl.get("KVHeader"), _header_kwargs(reference), bad)
 
 
-def _unpack_valid(impl, reference):
+_HEADER: dict = {}   # the implementation's KVHeader and the config, for the rows that build a header
+
+
+def _header(**changes):
+    """A Bad change: the valid call with a header of these fields (built by the implementation)."""
+    return lambda kw: {**kw, "header": _HEADER["cls"](**_header_kwargs(_HEADER["reference"], **changes))}
+
+
+BAD_UNPACK = [
+    Bad("header layers mismatch", _header(layers=3), ValueError, ("layers",)),
+    Bad("header kv_heads mismatch", _header(kv_heads=2), ValueError, ("kv_heads",)),
+    Bad("header head_dim mismatch", _header(head_dim=4), ValueError, ("head_dim",)),
+    Bad("header dtype mismatch", _header(dtype=torch.float64), ValueError, ("dtype",)),
+    Bad("positions past max_seq_len", _header(n_tokens=3, max_new_tokens=11), ValueError, ("max_seq_len",)),
+    Bad("k of another length", lambda kw: {**kw, "k": kw["k"][:, :, :2]}, ValueError, ("k",)),
+    Bad("v of another dtype", lambda kw: {**kw, "v": kw["v"].double()}, ValueError, ("v",)),
+    Bad("k not a tensor", dict(k=[1.0]), TypeError, ("k",)),
+]
+
+
+@bad_cases(BAD_UNPACK)
+def test_unpack_kv_rejects_a_mismatched_header(impl, reference, bad):
+    """The decode side's check of a received header and payload against its own model."""
+    _HEADER.update(cls=impl.get("KVHeader"), reference=reference)
     model = _model(reference, THREE)
     c = model.config
     shape = (c.n_layers, c.n_kv_heads, 3, c.head_dim)
-    header = impl.get("KVHeader")(**_header_kwargs(reference))
-    return dict(model=model, header=header, k=torch.randn(shape), v=torch.randn(shape))
-
-
-def _with_header(impl, reference, **changes):
-    return lambda kw: {**kw, "header": impl.get("KVHeader")(**_header_kwargs(reference, **changes))}
-
-
-def _bad_unpack(impl, reference):
-    return [
-        Bad("header layers mismatch", _with_header(impl, reference, layers=3), ValueError, ("layers",)),
-        Bad("header kv_heads mismatch", _with_header(impl, reference, kv_heads=2), ValueError, ("kv_heads",)),
-        Bad("header head_dim mismatch", _with_header(impl, reference, head_dim=4), ValueError, ("head_dim",)),
-        Bad("header dtype mismatch", _with_header(impl, reference, dtype=torch.float64), ValueError, ("dtype",)),
-        Bad("positions past max_seq_len", _with_header(impl, reference, n_tokens=3, max_new_tokens=11), ValueError, ("max_seq_len",)),
-        Bad("k of another length", lambda kw: {**kw, "k": kw["k"][:, :, :2]}, ValueError, ("k",)),
-        Bad("v of another dtype", lambda kw: {**kw, "v": kw["v"].double()}, ValueError, ("v",)),
-        Bad("k not a tensor", dict(k=[1.0]), TypeError, ("k",)),
-    ]
-
-
-@pytest.mark.parametrize("row", range(8))
-def test_unpack_kv_rejects_a_mismatched_header(impl, reference, row):
-    bad = _bad_unpack(impl, reference)[row]
-    assert_rejects(impl.get("unpack_kv"), _unpack_valid(impl, reference), bad)
+    valid = dict(model=model, header=impl.get("KVHeader")(**_header_kwargs(reference)),
+                 k=torch.randn(shape), v=torch.randn(shape))
+    assert_rejects(impl.get("unpack_kv"), valid, bad)
 
 
 BAD_WORKER = [
