@@ -44,6 +44,13 @@ SAMPLED = EngineCase(requests=(Req((3, 1, 4), 4, temperature=1.0, seed=2), Req((
                                                                                  top_k=5, seed=3)),
                      arrivals=(0, 0), num_blocks=8, block_size=4, max_num_batched_tokens=1, max_num_seqs=2)
 
+# A request preempted while the others keep growing into its old blocks, then resumed (found by
+# the search against mutant:stale_table_after_preemption).
+STALE = EngineCase(requests=(Req((0,), 3, temperature=0.7), Req((0,), 1, temperature=0.7), Req((0,), 2, temperature=0.7),
+                             Req((0,), 2)),
+                   arrivals=(0, 1, 0, 0), num_blocks=3, block_size=1, max_num_batched_tokens=4, max_num_seqs=3,
+                   enable_chunked_prefill=False, n_kv_heads=1)
+
 
 def _engine(impl, m, case):
     return impl.get("Engine")(m, **case.engine_kwargs())
@@ -73,7 +80,8 @@ def _check_budgets(case, run):
             f"max_num_seqs={case.max_num_seqs}\n  case: {case!r}")
 
 
-@example(case=PREEMPT).via("mutant:stale_table_after_preemption mutant:decode_misses_its_own_key")
+@example(case=PREEMPT).via("mutant:decode_misses_its_own_key")
+@example(case=STALE).via("mutant:stale_table_after_preemption")
 @example(case=PREFIX).via("mutant:prefill_ignores_computed_offset mutant:prefix_hit_context_dropped "
                           "mutant:stream_repeats_after_prefill")
 @given(case=engine_cases())
@@ -98,7 +106,7 @@ def test_every_request_equals_its_run_alone(impl, reference, case):
             event("genuine near-tie")
 
 
-@example(case=PREEMPT).via("mutant:stale_table_after_preemption")
+@example(case=STALE).via("mutant:stale_table_after_preemption")
 @example(case=SAMPLED).via("mutant:shared_generator mutant:one_uniform_for_the_batch")
 @example(case=PREFIX).via("mutant:stream_repeats_after_prefill")
 @given(case=engine_cases())
