@@ -46,6 +46,7 @@ import time
 import traceback
 import types
 import weakref
+from fractions import Fraction
 from pathlib import PurePath
 from typing import Any
 
@@ -76,7 +77,7 @@ _SAFE_BUILTINS = frozenset({"set", "frozenset", "slice", "range", "complex", "by
 _ATOMIC = frozenset({int, float, bool, str, bytes, type(None), complex, bytearray})
 _CONTAINERS = frozenset({list, tuple, dict, set, frozenset})
 _VALUE_TYPES: tuple = (torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format,
-                       PurePath, slice, range, type(Ellipsis), type(NotImplemented))
+                       PurePath, slice, range, type(Ellipsis), type(NotImplemented), Fraction)
 MAX_TEXT = 8000            # characters of an exception message / traceback carried over
 
 
