@@ -25,6 +25,11 @@ from spec_tests.batching.oracles import spans
 from spec_tests.batching.strategies import BatchCase, ModelShape, batch_cases, ragged_cases
 
 
+def _scaled(n: int) -> int:
+    """``n`` examples under the dev profile (25), scaled with the loaded profile (ci, thorough)."""
+    return max(1, round(n * settings().max_examples / 25))
+
+
 def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Equal shape, dtype and bits."""
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -70,6 +75,7 @@ def test_forward_batch_matches_alone(impl, case):
 @example(case=(SHAPE, ((3, 1, 7), (0, 4, 8), (5, 2, 9)))).via(
     "mutant:rope_positions_restart mutant:attention_across_requests")
 @given(case=ragged_cases(dtypes=("float32", "bfloat16")))
+@settings(max_examples=_scaled(12))
 def test_forward_batch_bitwise_under_invariant_mode(impl, case):
     """Under the batch-invariant mode, forward_batch's logits of every request have the bits of
     ``model(tokens, cache)`` of that request alone, in both rounds."""
@@ -83,7 +89,7 @@ def test_forward_batch_bitwise_under_invariant_mode(impl, case):
 
 
 @given(case=ragged_cases())
-@settings(max_examples=8)
+@settings(max_examples=_scaled(8))
 def test_forward_batch_takes_any_cache_object(impl, case):
     """forward_batch works with any cache of KVCache's interface (append + seq_len), not only a
     KVCache: its logits equal those it gives with KVCaches within the tolerance rule."""
@@ -141,7 +147,7 @@ RAGGED_RUN = BatchCase(SHAPE, (((1, 2, 3), 4, 0, 0.0, 0), ((5,), 2, 1, 0.0, 0), 
 
 @example(case=RAGGED_RUN).via("mutant:rope_positions_restart mutant:attention_across_requests")
 @given(case=batch_cases(dtypes=("float32", "bfloat16")))
-@settings(max_examples=15)
+@settings(max_examples=_scaled(15))
 def test_continuous_batching_matches_alone(impl, case):
     """run_continuous: every request's logits are the float64 model's on its prompt and its own
     tokens (tolerance rule), its greedy tokens are argmaxes and equal its tokens run alone except at
@@ -157,7 +163,7 @@ STATIC_RUN = BatchCase(SHAPE, (((1, 2, 3), 4, 0, 0.0, 0), ((5,), 2, 0, 0.0, 0), 
 
 @example(case=STATIC_RUN).via("mutant:padding_attended mutant:padded_rope_positions")
 @given(case=batch_cases(dtypes=("float32", "bfloat16")))
-@settings(max_examples=15)
+@settings(max_examples=_scaled(15))
 def test_static_batching_matches_alone(impl, case):
     """run_static (left-padded prompts, finished requests holding their slots): every request's
     logits and greedy tokens follow the same rules; padding never leaks into a real token."""
@@ -170,7 +176,7 @@ def test_static_batching_matches_alone(impl, case):
                         2)).via("mutant:rope_positions_restart mutant:attention_across_requests")
 @example(case=BatchCase(SHAPE, STATIC_RUN.requests, 3)).via("mutant:padding_attended")
 @given(case=batch_cases(sampled=True))
-@settings(max_examples=10)
+@settings(max_examples=_scaled(6))
 def test_batched_runs_bitwise_under_invariant_mode(impl, case):
     """Under the batch-invariant mode, every request's tokens (greedy and seeded sampling) and
     logits under continuous and static batching have the bits of its run alone."""
@@ -186,7 +192,7 @@ def test_batched_runs_bitwise_under_invariant_mode(impl, case):
 
 # --- runs: the timeline --------------------------------------------------------------------------
 @given(case=batch_cases(max_new=3))
-@settings(max_examples=10)
+@settings(max_examples=_scaled(10))
 def test_run_timeline_is_the_schedule(impl, case):
     """A run's timeline holds, step for step, the requests of its schedule (schedule_continuous /
     schedule_static of the arrivals and lengths); start[i] and finish[i] are request i's first step
@@ -206,7 +212,7 @@ def test_run_timeline_is_the_schedule(impl, case):
 @pytest.mark.choice("FCFS ties by list index; timeline steps in admission order; seeded sampling by "
                     "torch.multinomial over float64 softmax(logits / T), one generator per request")
 @given(case=batch_cases(sampled=True, max_new=3))
-@settings(max_examples=8)
+@settings(max_examples=_scaled(5))
 def test_timeline_and_draws_are_the_references(impl, reference, case):
     """The timeline (order within a step included) and, under the mode, every token (sampled ones
     included) are the reference's."""
