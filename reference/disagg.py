@@ -81,9 +81,11 @@ import torch.distributed as dist
 from reference._checks import check_int, check_real, check_tensor
 from reference.kv_bytes import KVCache, kv_cache_bytes
 
-__all__ = ["Request", "KVHeader", "transfer_bytes", "pack_kv", "unpack_kv", "prefill", "decode",
+__all__ = ["transfer_bytes", "pack_kv", "unpack_kv", "prefill", "decode",
            "run_colocated", "prefill_worker", "decode_worker"]
 __optional__ = []
+# Request and KVHeader are vocabulary (spec_tests/disagg/__init__.py): plain data types a submission
+# imports from here, so that the tests' requests and headers are the ones its workers receive.
 
 VERSION = 1
 ACCEPT, ACK, REJECT = 1, 2, 10   # a reject is REJECT + the index of the field in FIELDS

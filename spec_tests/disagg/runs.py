@@ -36,7 +36,7 @@ def run(impl, case: DisaggCase, *, faults=None, invariant: bool = False, timeout
     from reference import disagg as ref
     model = Transformer(case.config(ModelConfig), seed=case.seed)
     dmodel = Transformer(case.config(ModelConfig, **(decode_changes or {})), seed=case.seed) if decode_changes else model
-    Request = impl.get("Request")
+    Request = ref.Request
     ranks = list(range(1, case.world))
 
     def prefill_job(rank, groups):

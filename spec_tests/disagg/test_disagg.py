@@ -22,6 +22,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
 from conformance.tolerance import assert_close_to_oracle
+from reference.disagg import KVHeader, Request
 from spec_tests.disagg import cluster, runs
 from spec_tests.disagg.strategies import DisaggCase, disagg_cases
 
@@ -244,13 +245,13 @@ def test_pack_unpack_round_trip(impl, reference):
     """pack_kv gives the filled positions only, (layers, kv_heads, n, head_dim); unpack_kv makes a
     cache whose seq_len is n and whose first n positions are those bits."""
     model = _model(reference, THREE)
-    r = reference.get("Request")(1, [3, 1, 4, 1, 5], 3)
-    cache, first, _ = impl.get("prefill")(model, impl.get("Request")(1, [3, 1, 4, 1, 5], 3))
+    r = Request(1, [3, 1, 4, 1, 5], 3)
+    cache, first, _ = impl.get("prefill")(model, Request(1, [3, 1, 4, 1, 5], 3))
     k, v = impl.get("pack_kv")(cache)
     c = model.config
     assert tuple(k.shape) == tuple(v.shape) == (c.n_layers, c.n_kv_heads, 5, c.head_dim)
     assert torch.equal(k, cache.k[:, 0, :, :5]) and torch.equal(v, cache.v[:, 0, :, :5])
-    header = impl.get("KVHeader")(1, 5, c.n_layers, c.n_kv_heads, c.head_dim, model.dtype, first, 3)
+    header = KVHeader(1, 5, c.n_layers, c.n_kv_heads, c.head_dim, model.dtype, first, 3)
     back = impl.get("unpack_kv")(model, header, k, v)
     assert back.seq_len == 5 and torch.equal(back.k[:, :, :, :5], cache.k[:, :, :, :5])
     assert torch.equal(back.v[:, :, :, :5], cache.v[:, :, :, :5])
@@ -263,7 +264,7 @@ def test_colocated_is_generate(impl, reference):
     for rid, prompt, new in THREE.requests:
         if len(prompt) + new > THREE.max_seq_len:      # generate feeds no more, but asks one more
             continue
-        tokens, logits = impl.get("run_colocated")(model, impl.get("Request")(rid, list(prompt), new))
+        tokens, logits = impl.get("run_colocated")(model, Request(rid, list(prompt), new))
         want_tokens, want_logits = reference.of("generate").get("generate")(model, torch.tensor([prompt]), new)
         assert torch.as_tensor(tokens).tolist() == want_tokens[0].tolist()
         assert_close_to_oracle(logits, want_logits[0], _teacher_forced(_model(reference, THREE, torch.float64), prompt, tokens),
@@ -289,18 +290,25 @@ def test_transfer_bytes_rejects_bad_input(impl, reference, bad):
     assert_rejects(impl.get("transfer_bytes"), dict(config=_cfg(reference), n_tokens=3, dtype=torch.float16), bad)
 
 
-BAD_REQUEST = [
-    Bad("empty prompt", dict(prompt=[]), ValueError, ("prompt",)),
-    Bad("negative token", dict(prompt=[1, -1]), ValueError, ("prompt",)),
-    Bad("max_new_tokens 0", dict(max_new_tokens=0), ValueError, ("max_new_tokens",)),
-    Bad("request_id -1", dict(request_id=-1), ValueError, ("request_id",)),
-    Bad("request_id str", dict(request_id="a"), TypeError, ("request_id",)),
+REQUEST_ERRORS = [  # (change, error, word): the vocabulary's own checks
+    (dict(prompt=[]), ValueError, "prompt"), (dict(prompt=[1, -1]), ValueError, "prompt"),
+    (dict(max_new_tokens=0), ValueError, "max_new_tokens"), (dict(request_id=-1), ValueError, "request_id"),
+    (dict(request_id="a"), TypeError, "request_id"),
+]
+HEADER_ERRORS = [
+    (dict(n_tokens=0), ValueError, "n_tokens"), (dict(layers=0), ValueError, "layers"),
+    (dict(dtype=torch.int64), TypeError, "dtype"), (dict(max_new_tokens=0), ValueError, "max_new_tokens"),
 ]
 
 
-@bad_cases(BAD_REQUEST)
-def test_request_rejects_bad_input(impl, bad):
-    assert_rejects(impl.get("Request"), dict(request_id=1, prompt=[1, 2], max_new_tokens=2), bad)
+def test_vocabulary_rejects_bad_fields(reference):
+    """Request (an empty prompt is n_tokens < 1) and KVHeader name the bad field."""
+    for change, error, word in REQUEST_ERRORS:
+        with pytest.raises(error, match=word):
+            Request(**{**dict(request_id=1, prompt=[1, 2], max_new_tokens=2), **change})
+    for change, error, word in HEADER_ERRORS:
+        with pytest.raises(error, match=word):
+            KVHeader(**_header_kwargs(reference, **change))
 
 
 def _header_kwargs(reference, **changes):
@@ -309,25 +317,12 @@ def _header_kwargs(reference, **changes):
                    dtype=c.dtype, first_token=0, max_new_tokens=2), **changes}
 
 
-BAD_HEADER = [
-    Bad("n_tokens 0", dict(n_tokens=0), ValueError, ("n_tokens",)),
-    Bad("layers 0", dict(layers=0), ValueError, ("layers",)),
-    Bad("dtype int64", dict(dtype=torch.int64), TypeError, ("dtype",)),
-    Bad("max_new_tokens 0", dict(max_new_tokens=0), ValueError, ("max_new_tokens",)),
-]
-
-
-@bad_cases(BAD_HEADER)
-def test_header_rejects_bad_input(impl, reference, bad):
-    assert_rejects(impl.get("KVHeader"), _header_kwargs(reference), bad)
-
-
-_HEADER: dict = {}   # the implementation's KVHeader and the config, for the rows that build a header
+_HEADER: dict = {}   # the reference fixture, for the rows that build a header
 
 
 def _header(**changes):
     """A Bad change: the valid call with a header of these fields (built by the implementation)."""
-    return lambda kw: {**kw, "header": _HEADER["cls"](**_header_kwargs(_HEADER["reference"], **changes))}
+    return lambda kw: {**kw, "header": KVHeader(**_header_kwargs(_HEADER["reference"], **changes))}
 
 
 BAD_UNPACK = [
@@ -345,11 +340,11 @@ BAD_UNPACK = [
 @bad_cases(BAD_UNPACK)
 def test_unpack_kv_rejects_a_mismatched_header(impl, reference, bad):
     """The decode side's check of a received header and payload against its own model."""
-    _HEADER.update(cls=impl.get("KVHeader"), reference=reference)
+    _HEADER.update(reference=reference)
     model = _model(reference, THREE)
     c = model.config
     shape = (c.n_layers, c.n_kv_heads, 3, c.head_dim)
-    valid = dict(model=model, header=impl.get("KVHeader")(**_header_kwargs(reference)),
+    valid = dict(model=model, header=KVHeader(**_header_kwargs(reference)),
                  k=torch.randn(shape), v=torch.randn(shape))
     assert_rejects(impl.get("unpack_kv"), valid, bad)
 
@@ -366,6 +361,6 @@ BAD_WORKER = [
 @bad_cases(BAD_WORKER)
 def test_prefill_worker_rejects_bad_input_before_sending(impl, reference, bad):
     """Checked before anything is sent (no process group is needed to see the error)."""
-    R = impl.get("Request")
+    R = Request
     valid = dict(model=_model(reference, THREE), requests=[R(1, [1, 2], 2), R(2, [3], 1)], decode_ranks=[1], timeout=1.0)
     assert_rejects(impl.get("prefill_worker"), valid, bad)
