@@ -406,6 +406,8 @@ CALLS = {
     "prefix_cache/test_prefix_cache.py::test_block_queries_reject_bad_input": "PrefixCache.{method}",
     "radix/test_radix.py::test_rejects_bad_input": "RadixCache.{method}",
     "scheduler/test_scheduler.py::test_add_request_rejects_bad_input": "Scheduler.add_request",
+    "engine/test_engine.py::test_add_request_rejects_bad_input": "Engine.add_request, after one step",
+    "engine/test_engine.py::test_engine_rejects_bad_configuration": "Engine",
     "scheduler/test_scheduler.py::test_add_request_longer_than_budget_without_chunking":
         "Scheduler.add_request, without chunked prefill",
     "scheduler/test_scheduler.py::test_update_rejects_bad_input": "Scheduler.update",
