@@ -178,6 +178,8 @@ class _NoCost:
 SIM_BAD = [
     Bad("workload a dict", dict(workload={0: (0.0, 4, 2)}), TypeError, ("workload",)),
     Bad("workload empty", dict(workload=[]), ValueError, ("workload",)),
+    Bad("workload None", dict(workload=None), TypeError, ("workload",)),
+    Bad("workload a generator", dict(workload=((0.0, 4, 2) for _ in range(1))), TypeError, ("workload",)),
     Bad("request a pair", dict(workload=[[0.0, 4]]), TypeError, ("workload",)),
     Bad("request a number", dict(workload=[3]), TypeError, ("workload",)),
     Bad("arrival -1", dict(workload=[[-1.0, 4, 2]]), ValueError, ("arrival",)),
