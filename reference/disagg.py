@@ -218,7 +218,7 @@ def unpack_kv(model, header: KVHeader, k: torch.Tensor, v: torch.Tensor) -> KVCa
     angle continues from there). Bad input, nothing allocated: a header that does not match the
     model (ValueError naming the field: layers, kv_heads, head_dim, dtype, n_tokens), ``k``/``v``
     not tensors (TypeError) or not of the header's shape and dtype (ValueError naming them)."""
-    if not isinstance(header, KVHeader):
+    if not all(hasattr(header, f) for f in ("shape", "n_tokens", "layers", "dtype", "max_new_tokens")):
         raise TypeError(f"header must be a KVHeader, got {type(header).__name__}")
     check_header(model, header)
     for name, t in (("k", k), ("v", v)):
@@ -232,6 +232,12 @@ def unpack_kv(model, header: KVHeader, k: torch.Tensor, v: torch.Tensor) -> KVCa
     return cache
 
 
+def _is_request(obj) -> bool:
+    """A Request by what it has (the tests' Request is the reference's vocabulary type; an
+    implementation's own copy of the class must accept it)."""
+    return all(hasattr(obj, f) for f in ("request_id", "prompt", "max_new_tokens"))
+
+
 # --- the two halves of generation ---------------------------------------------------------------
 @torch.no_grad()
 def prefill(model, request: Request) -> tuple[KVCache, int, torch.Tensor]:
@@ -239,7 +245,7 @@ def prefill(model, request: Request) -> tuple[KVCache, int, torch.Tensor]:
     ``len(prompt) + max_new_tokens - 1`` positions; return ``(cache, first_token, first_logits)``:
     the greedy first token and the logits (vocab,) it was chosen from. A request whose positions
     exceed the model's ``max_seq_len``: ValueError naming ``max_new_tokens``."""
-    if not isinstance(request, Request):
+    if not _is_request(request):
         raise TypeError(f"request must be a Request, got {type(request).__name__}")
     n = len(request.prompt)
     if n + request.max_new_tokens - 1 > model.config.max_seq_len:
@@ -336,7 +342,7 @@ def _check_worker_args(requests, decode_ranks, timeout):
     if not isinstance(requests, (list, tuple)):
         raise TypeError(f"requests must be a list of Request, got {type(requests).__name__}")
     for r in requests:
-        if not isinstance(r, Request):
+        if not _is_request(r):
             raise TypeError(f"requests: every entry must be a Request, got {type(r).__name__}")
     ids = [r.request_id for r in requests]
     if len(set(ids)) != len(ids):
