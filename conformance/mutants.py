@@ -177,27 +177,49 @@ def import_with_patched(top: str, target: str, text: str, filename: str) -> type
 
     The fresh copies import each other lazily too (``from optimized._speculative_triton import
     draw_rows`` inside a function, a package's submodule imported on first use): every module of
-    ``top``'s package and ``target`` are imported now, and each fresh module's ``__import__``
+    ``top``'s package and ``target`` are imported now, each executed with an ``__import__`` of its
+    own (set before its code runs: a function keeps the builtins of its module's creation) that
     hands out the fresh copies, never the process's own."""
+    import importlib.machinery
+
     def ours(name: str) -> bool:
         return any(name == p or name.startswith(p + ".") for p in (top, target))
 
-    class PatchedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, name, path=None, target_module=None):
-            if name != target:
-                return None
-            return importlib.util.spec_from_loader(name, self, origin=filename,
-                                                   is_package=filename.split("<")[0].endswith("__init__.py"))
+    fresh: dict[str, types.ModuleType] = {}
+    table = _fresh_builtins(fresh)
+
+    class FreshLoader(importlib.abc.Loader):
+        def __init__(self, inner=None):
+            self.inner = inner
 
         def create_module(self, spec):
-            return None
+            return self.inner.create_module(spec) if self.inner is not None else None
 
         def exec_module(self, module):
+            module.__dict__["__builtins__"] = table
+            if self.inner is not None:
+                self.inner.exec_module(module)
+                return
             module.__file__ = filename
             exec(compile(text, filename, "exec"), module.__dict__)
 
+        def get_source(self, name):   # inspect / triton.jit read the source through the loader
+            return text if self.inner is None else self.inner.get_source(name)
+
+    class FreshFinder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target_module=None):
+            if not ours(name):
+                return None
+            if name == target:
+                return importlib.util.spec_from_loader(
+                    name, FreshLoader(), origin=filename, is_package=filename.split("<")[0].endswith("__init__.py"))
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is not None:
+                spec.loader = FreshLoader(spec.loader)
+            return spec
+
     saved = {k: v for k, v in sys.modules.items() if ours(k)}
-    finder = PatchedFinder()
+    finder = FreshFinder()
     for k in saved:
         del sys.modules[k]
     sys.meta_path.insert(0, finder)
@@ -206,7 +228,7 @@ def import_with_patched(top: str, target: str, text: str, filename: str) -> type
         for sub in _package_modules(module):
             importlib.import_module(sub)
         importlib.import_module(target)
-        fresh = {k: v for k, v in sys.modules.items() if ours(k)}
+        fresh.update((k, v) for k, v in sys.modules.items() if ours(k))
     finally:
         sys.meta_path.remove(finder)
         for k in [k for k in sys.modules if ours(k)]:
@@ -216,7 +238,6 @@ def import_with_patched(top: str, target: str, text: str, filename: str) -> type
             parent, _, leaf = k.rpartition(".")
             if parent in sys.modules:
                 setattr(sys.modules[parent], leaf, mod)
-    _import_fresh_copies(fresh)
     return module
 
 
@@ -229,9 +250,9 @@ def _package_modules(module: types.ModuleType) -> list[str]:
     return [f"{module.__name__}.{f.stem}" for f in sorted(Path(list(path)[0]).glob("*.py")) if f.stem != "__init__"]
 
 
-def _import_fresh_copies(fresh: dict[str, types.ModuleType]) -> None:
-    """Give each module of ``fresh`` an ``__import__`` that resolves the names of ``fresh`` to
-    those copies (an import statement reads ``__import__`` from its module's ``__builtins__``)."""
+def _fresh_builtins(fresh: dict[str, types.ModuleType]) -> dict:
+    """Builtins whose ``__import__`` resolves the names of ``fresh`` (filled once the fresh copies
+    are imported) to those copies, and every other name as usual."""
     import builtins
     base = builtins.__import__
 
@@ -241,9 +262,7 @@ def _import_fresh_copies(fresh: dict[str, types.ModuleType]) -> None:
             return fresh[absolute]
         return base(name, globals, locals, fromlist, level)
 
-    table = dict(vars(builtins), __import__=fresh_import)
-    for mod in fresh.values():
-        mod.__dict__["__builtins__"] = table
+    return dict(vars(builtins), __import__=fresh_import)
 
 
 def load(concept_id: str, name: str, *, control: bool = False) -> types.ModuleType:

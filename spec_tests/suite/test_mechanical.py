@@ -227,9 +227,12 @@ def test_a_variant_of_an_imported_file_reaches_the_concepts_module_and_nothing_e
     planted.load("speculative", name)
     fresh = sys.modules[f"inferspec_mutant_speculative__{name}"]
     assert fresh is not own and fresh.verify is not own.verify
-    g = fresh._draw_triton.__globals__
-    kernels = g["__builtins__"]["__import__"]("optimized._speculative_triton", g, None, ("draw_rows",), 0)
-    assert kernels.__file__.endswith(f"<mutant {name}>"), kernels.__file__
+    # an import statement inside a function of the fresh copy (a function keeps its module's builtins)
+    namespace: dict = {}
+    exec(compile("from optimized._speculative_triton import draw_rows", "probe", "exec"),
+         {"__builtins__": fresh._draw_triton.__builtins__}, namespace)
+    kernel_file = namespace["draw_rows"].__code__.co_filename
+    assert kernel_file.endswith(f"<mutant {name}>"), kernel_file
     assert {k: v for k, v in sys.modules.items() if k.startswith("optimized")} == before
     import optimized
     assert optimized.speculative is own
