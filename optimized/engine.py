@@ -127,7 +127,7 @@ class Engine(_ReferenceEngine):
         params = SamplingParams(temperature=[r.params.temperature for r in requests],
                                 top_k=[r.params.top_k for r in requests],
                                 top_p=[r.params.top_p for r in requests])
-        u = torch.cat([draw_uniforms(r.generator, 1, logits.device) for r in requests])
+        u = torch.cat([draw_uniforms(r.generator, 1, "cpu") for r in requests]).to(logits.device)
         return sample(logits, params, uniforms=u).tolist()
 
     # --- the packed forward -------------------------------------------------------------------

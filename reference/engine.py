@@ -289,7 +289,7 @@ class Engine:
             request = self.requests[rid]
             if cache.seq_len < len(request.tokens):        # a prompt chunk (or recompute) mid-way
                 continue
-            u = draw_uniforms(request.generator, 1, lg.device)
+            u = draw_uniforms(request.generator, 1, "cpu").to(lg.device)   # a host generator: any device
             token = int(sample(lg[-1:], request.params, uniforms=u)[0])
             request.output.append(token)
             sampled[rid] = token

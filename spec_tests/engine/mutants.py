@@ -37,8 +37,8 @@ MUTANTS = [
     Patch("one_uniform_for_the_batch",
           "the batched sampler draws one uniform from the first request's generator and uses it for "
           "every row.",
-          "        u = torch.cat([draw_uniforms(r.generator, 1, logits.device) for r in requests])",
-          "        u = draw_uniforms(requests[0].generator, 1, logits.device).expand(len(requests))",
+          "        u = torch.cat([draw_uniforms(r.generator, 1, \"cpu\") for r in requests]).to(logits.device)",
+          "        u = draw_uniforms(requests[0].generator, 1, \"cpu\").expand(len(requests)).to(logits.device)",
           module="optimized"),
     Patch("decode_misses_its_own_key",
           "decode attention's seq_lens count the cached tokens but not the token being decoded: its "
