@@ -302,3 +302,38 @@ def test_low_precision_tokens_follow_the_tolerance_rule(impl, reference, case):
     for i, r in enumerate(case.requests):
         assert_same_tokens(reference, case, i, run.outputs[i], alone_greedy(reference, m, r), "engine vs alone")
         assert_same_tokens(reference, case, i, run.outputs[i], ref.outputs[i], "engine vs reference engine")
+
+
+# --- defaults and boundaries ------------------------------------------------------------------
+def test_omitted_sampling_arguments_are_their_defaults(impl, reference):
+    """add_request's omitted top_k, top_p, seed and stop_token_ids are 0 (off), 1.0 (off), 0 and ()
+    (a request passing those values explicitly gets the same tokens), and temperature is 0 (greedy)."""
+    case = SAMPLED
+    m = model(reference, case)
+    explicit, omitted, greedy = (_engine(impl, m, case) for _ in range(3))
+    for i, r in enumerate(case.requests):
+        explicit.add_request(i, list(r.prompt), max_tokens=6, temperature=1.0, top_k=0, top_p=1.0, seed=0,
+                             stop_token_ids=())
+        omitted.add_request(i, list(r.prompt), max_tokens=6, temperature=1.0)
+        greedy.add_request(i, list(r.prompt), max_tokens=6)
+    for e in (explicit, omitted, greedy):
+        while e.has_unfinished_requests():
+            e.step()
+    assert dict(omitted.outputs) == dict(explicit.outputs), (dict(omitted.outputs), dict(explicit.outputs))
+    for i, r in enumerate(case.requests):
+        assert dict(greedy.outputs)[i] == alone_greedy(reference, m, Req(r.prompt, 6)), "temperature's default"
+
+
+def test_a_request_filling_the_context_exactly_is_accepted(impl, reference):
+    """len(prompt) + max_tokens == max_seq_len is legal (the last token is never fed), and so is a
+    request needing exactly num_blocks blocks; one more token is rejected naming max_tokens."""
+    case = EngineCase(requests=(), arrivals=(), num_blocks=20, block_size=2, max_num_batched_tokens=8,
+                      max_num_seqs=2)
+    m = model(reference, case)
+    engine = _engine(impl, m, case)
+    engine.add_request(0, [1, 2, 3], max_tokens=37)       # 3 + 37 = max_seq_len 40; KV of 39 tokens: 20 blocks
+    while engine.has_unfinished_requests():
+        engine.step()
+    assert dict(engine.outputs)[0] == alone_greedy(reference, m, Req((1, 2, 3), 37))
+    with pytest.raises(ValueError, match="max_tokens"):
+        _engine(impl, m, case).add_request(1, [1, 2, 3, 4], max_tokens=37)
