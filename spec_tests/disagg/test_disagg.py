@@ -364,3 +364,14 @@ def test_prefill_worker_rejects_bad_input_before_sending(impl, reference, bad):
     R = Request
     valid = dict(model=_model(reference, THREE), requests=[R(1, [1, 2], 2), R(2, [3], 1)], decode_ranks=[1], timeout=1.0)
     assert_rejects(impl.get("prefill_worker"), valid, bad)
+
+
+BAD_PACK = [
+    Bad("cache a tensor", dict(cache=torch.zeros(2, 1, 1, 3, 4)), TypeError, ("cache",)),
+    Bad("cache a list", dict(cache=[1]), TypeError, ("cache",)),
+]
+
+
+@bad_cases(BAD_PACK)
+def test_pack_kv_rejects_what_is_not_a_cache(impl, bad):
+    assert_rejects(impl.get("pack_kv"), dict(cache=None), bad)
