@@ -158,6 +158,7 @@ class Run:
             if t == STOP:
                 stopped.append(rid)
         finished = list(self.s.update(o, sampled, stopped))
+        self.last_update = (sampled, stopped)
         self.log.append(f"s.update(o, {sampled!r}, {stopped!r})  # -> {finished!r}")
         st = st._replace(finished=finished)
         if busy:

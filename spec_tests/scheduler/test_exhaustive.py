@@ -15,7 +15,7 @@ running requests are scheduled first, the newest are preempted, admission is FCF
 starves (the steps with unfinished requests never exceed the tokens the added requests can need);
 every finished request's tokens equal its tokens run alone (with prefix caching, where the
 exploration follows the reference's steps, the implementation's run is also drained to its end
-from every state it reaches). Without prefix caching every step
+wherever the reference's has ended). Without prefix caching every step
 also equals the reference's (which requests, how many tokens, computed counts, preempted,
 finished, the queues, the free-block count); with prefix caching that comparison is the
 choice-marked ``test_exhaustive_reference_choices`` (with block ids: which free block a step
@@ -42,7 +42,7 @@ from typing import NamedTuple
 import pytest
 from hypothesis import settings
 
-from spec_tests.scheduler.driver import Config, Run, compare
+from spec_tests.scheduler.driver import ERRORS, Config, Run, compare
 
 MAX_REQUESTS = 3
 PLAIN_KINDS = tuple((tuple([1, 2, 0][:n]), m) for n in (1, 2, 3) for m in (1, 2))
@@ -116,30 +116,51 @@ def explore(impl, reference, cfg: Config, choice: bool = False) -> Explored:
     differential = choice or not cfg.prefix
     t0, transitions = time.perf_counter(), 0
 
-    def replay(path):
-        run = Run(cfg.make(cls), cfg)
+    def replay(path, book):
+        """The implementation after ``path``, replayed with two calls a step (the recorded
+        sampled tokens), with the checked run's bookkeeping ``book`` taken over."""
+        sched = cfg.make(cls)
         added = 0
         for event in path:
-            apply(run, event, added)
-            added += event[0] == "add"
+            if event[0] == "add":
+                try:
+                    sched.add_request(f"r{added}", list(event[1][0]), event[1][1])
+                    added += 1
+                except ERRORS:
+                    pass
+            else:
+                try:
+                    sched.update(sched.schedule(), *event[1])
+                except ERRORS as exc:
+                    raise AssertionError(
+                        f"replaying the same calls gave another result ({type(exc).__name__}: {exc}); "
+                        "the implementation must be deterministic") from exc
+        run = Run.__new__(Run)
+        run.__dict__.update(copy.deepcopy(book))
+        run.s = sched
         return run
 
+    def book_of(run) -> dict:
+        return {k: v for k, v in vars(run).items() if k != "s"}
+
     root = Run(cfg.make(ref_cls), cfg)
-    frontier = [((), root, 0)]
+    frontier = [((), root, 0, book_of(Run(None, cfg)))]
     seen = {key(root, 0)}
     per_depth = [1]
     while frontier:
         nxt = []
-        for path, ref, added in frontier:
+        for path, ref, added, book in frontier:
             events = [("add", k) for k in kinds(cfg)] if added < MAX_REQUESTS else []
             if ref.s.has_unfinished_requests():
                 events.append(("step",))
             for event in events:
                 r = copy.deepcopy(ref)
                 want, want_state = apply(r, event, added)
-                a = replay(path)
+                a = replay(path, book)
                 got, got_state = apply(a, event, added)
                 transitions += 1
+                done = event if event[0] == "add" else ("step", a.last_update)
+                after = book_of(a)
                 if differential:
                     try:
                         if event[0] == "add":
@@ -149,9 +170,11 @@ def explore(impl, reference, cfg: Config, choice: bool = False) -> Explored:
                             compare(got, want, got_state, want_state, "this step", blocks=choice)
                     except AssertionError as exc:
                         a.fail(str(exc))
-                else:
-                    # the law alone (prefix caching: the hits are the engine's): the run from here
-                    # must still end, within the starvation bound, each step lawful
+                elif not r.s.has_unfinished_requests():
+                    # the law alone (prefix caching: the hits are the engine's), where the
+                    # reference's run has ended: the implementation's must end too, within the
+                    # starvation bound, each step lawful
+                    after = copy.deepcopy(after)
                     for _ in range(a.work + 1):
                         if not a.s.has_unfinished_requests():
                             break
@@ -162,7 +185,7 @@ def explore(impl, reference, cfg: Config, choice: bool = False) -> Explored:
                 k = key(r, n)
                 if k not in seen:
                     seen.add(k)
-                    nxt.append((path + (event,), r, n))
+                    nxt.append((path + (done,), r, n, after))
         frontier = nxt
         per_depth.append(len(nxt))
     return Explored(len(seen), per_depth[:-1], transitions, time.perf_counter() - t0)
