@@ -27,7 +27,9 @@ MUTANTS = [
           "attention_fn(q[b:b + 1, :, first:], kk[b:b + 1], vv[b:b + 1],"),
     Patch("padded_rope_positions",
           "Static batching counts RoPE positions from the padded row's first column, so a "
-          "left-padded prompt starts at position pad instead of 0.",
+          "left-padded prompt starts at position pad instead of 0. RoPE scores depend on position "
+          "differences only, so in exact arithmetic nothing changes: the rounding does, which the "
+          "bitwise test under the batch-invariant mode sees (the tolerance rule cannot).",
           "torch.arange(start + f - p, start + n - p, device=tokens.device)",
           "torch.arange(start + f, start + n, device=tokens.device)"),
     Patch("idle_uses_max_length",
