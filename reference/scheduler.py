@@ -133,8 +133,12 @@ with an id that did not sample (``ValueError`` naming ``stopped``). ``schedule()
 output waits for its ``update()`` is a ``RuntimeError`` (the engine forgot a step).
 
 This reference is plain on purpose: queues are Python lists (``pop(0)``/``insert(0, ...)``), a
-block's key is the whole token prefix, a refcount is a list entry. Its step cost does not grow
-with the waiting queue except through the list shifts (docs/scheduler.md measures it).
+block's key is the whole token prefix, a refcount is a list entry, a request's tokens are rebuilt
+as ``prompt + output`` where they are needed. Its step cost does not grow with the waiting queue
+while admission stops at its front (a full ``max_num_seqs``, an empty budget, blocks that do not
+fit); without chunked prefill a step that passes every waiting request looks at each one, as
+vLLM v1 does: O(waiting). ``optimized/scheduler.py`` skips that scan when no waiting request can
+fit (docs/scheduler.md, "Measured numbers").
 """
 from __future__ import annotations
 
