@@ -5,6 +5,8 @@ batches, on one model and one Poisson workload; throughput and TTFT/TPOT percent
 
     python bench/engine_serving.py --out docs/results/engine_serving.json            # GPU, 8 layers
     python bench/engine_serving.py --out /tmp/engine_tiny.json --tiny                 # CPU smoke run
+    python bench/engine_serving.py --rates 2,8,32,inf --static-rates 8,inf --out R.json   # load sweep
+    python bench/engine_serving.py --plot R.json --out docs/img/engine_throughput.png   # its plot
 
 Model: Llama-3-8B's shape (dim 4096, 32 query / 8 KV heads of 128, SwiGLU 14336, vocab 128256,
 rope_theta 500000) with ``--layers`` layers (default 8, not 32: the random-weight draw of 8 B
@@ -61,7 +63,8 @@ def workload(n: int, rate: float, seed: int, vocab: int, *, prompt_median: float
     g = torch.Generator().manual_seed(seed)
     t, out = 0.0, []
     for i in range(n):
-        t += float(-math.log(1.0 - float(torch.rand(1, generator=g, dtype=torch.float64))) / rate)
+        gap = float(-math.log(1.0 - float(torch.rand(1, generator=g, dtype=torch.float64))))
+        t += 0.0 if math.isinf(rate) else gap / rate
         p = int(min(max(round(math.exp(math.log(prompt_median) + sigma * float(torch.randn(1, generator=g)))), 4), prompt_max))
         o = int(min(max(round(math.exp(math.log(output_median) + sigma * float(torch.randn(1, generator=g)))), 4), output_max))
         out.append(dict(request_id=i, arrival=t, prompt=torch.randint(0, vocab, (p,), generator=g).tolist(), max_tokens=o))
@@ -164,6 +167,41 @@ def summary_json(pairs) -> dict:
                 ttft_s=dist(s.ttft), tpot_s=dist(s.tpot), e2e_s=dist(s.e2e))
 
 
+def plot(result: dict, path: str) -> None:
+    """Output throughput (tokens/s) against the offered request rate, one line per system, from a
+    result of :func:`main` (``python bench/engine_serving.py --plot RESULT.json --out PNG``); an
+    all-at-once run (rate inf) is drawn at the right edge, past the largest finite rate."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    base = result["workload"]["rate"]
+    series: dict[str, list] = {}
+    for name, s in result["systems"].items():
+        if "output_throughput" not in s:
+            continue
+        system, _, rate = name.partition("@")
+        series.setdefault(system, []).append((float(rate) if rate else base, s["output_throughput"]))
+    finite = [r for pts in series.values() for r, _ in pts if r != float("inf")]
+    edge = 2 * max(finite) if finite else 1.0
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for system, pts in sorted(series.items()):
+        pts = sorted((edge if r == float("inf") else r, t) for r, t in pts)
+        ax.plot([r for r, _ in pts], [t for _, t in pts], marker="o", label=system)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"offered load, requests/s (rightmost point: all {result['workload']['requests']} at once)")
+    ax.set_ylabel("output throughput, tokens/s")
+    ax.set_title(f"{result['device']}: {result['config'].get('n_layers')} Llama-3-8B-shaped layers, bf16")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def static_rates(args, rates: list[float]) -> list[float]:
+    return [float(r) for r in args.static_rates.split(",")] if args.static_rates else rates
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="the JSON file to write")
@@ -178,7 +216,17 @@ def main(argv=None) -> dict:
     ap.add_argument("--max-num-seqs", type=int, default=64)
     ap.add_argument("--static-batch", type=int, default=16)
     ap.add_argument("--skip-hf", action="store_true")
+    ap.add_argument("--rates", default="", help="a load sweep: comma-separated arrival rates (inf: all at once) "
+                                                "for the continuous engine; default: --rate only")
+    ap.add_argument("--static-rates", default="", help="the rates of --rates at which the static systems run "
+                                                       "too (default: every one)")
+    ap.add_argument("--plot", default=None, metavar="RESULT_JSON",
+                    help="draw throughput vs offered load from a result file to --out (a .png); runs nothing")
     args = ap.parse_args(argv)
+    if args.plot:
+        with open(args.plot) as f:
+            plot(json.load(f), args.out)
+        return {}
     if args.tiny:
         device, config = torch.device("cpu"), tiny_shape()
         torch.set_num_threads(1)       # tiny matmuls: threads only add contention
@@ -200,8 +248,19 @@ def main(argv=None) -> dict:
                   systems={})
     warm = workload(2, 1e6, args.seed + 1, config.vocab_size, **lengths)   # compile kernels / capture graphs
     run_engine(model, warm, args, continuous=True)
-    result["systems"]["engine_continuous"] = summary_json(run_engine(model, requests, args, continuous=True))
-    result["systems"]["engine_static"] = summary_json(run_engine(model, requests, args, continuous=False))
+
+    def record(name, pairs):
+        result["systems"][name] = summary_json(pairs)
+        with open(args.out, "w") as f:       # after every system: a run cut short keeps what it measured
+            json.dump(result, f, indent=2)
+
+    rates = [float(r) for r in args.rates.split(",")] if args.rates else [args.rate]
+    for rate in rates:                       # the load sweep: same lengths and seed, another arrival rate
+        load = workload(args.requests, rate, args.seed, config.vocab_size, **lengths)
+        suffix = "" if rate == args.rate else f"@{rate:g}"
+        record("engine_continuous" + suffix, run_engine(model, load, args, continuous=True))
+        if rate in static_rates(args, rates):
+            record("engine_static" + suffix, run_engine(model, load, args, continuous=False))
     if not args.skip_hf:
         try:
             hf = hf_model(model, device)
@@ -209,7 +268,9 @@ def main(argv=None) -> dict:
             result["systems"]["hf_static"] = dict(skipped=f"transformers not importable: {exc}")
         else:
             run_hf(hf, warm, args, device)
-            result["systems"]["hf_static"] = summary_json(run_hf(hf, requests, args, device))
+            for rate in static_rates(args, rates):
+                load = workload(args.requests, rate, args.seed, config.vocab_size, **lengths)
+                record("hf_static" + ("" if rate == args.rate else f"@{rate:g}"), run_hf(hf, load, args, device))
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
     for name, s in result["systems"].items():
