@@ -7,7 +7,11 @@ accepted bad input (test_rejects_bad_input_without_sequences; kills reference me
 a cache with zero kv heads (bad-input row "zero kv heads"; a check of ``kv_heads < 0`` or
 ``< 1 and ...`` divides by zero: kills 23, 76); q and caches whose last dimension is not
 contiguous (test_inputs_of_any_strides; kills optimized 103, which skipped the copy to unit
-stride).
+stride); a GQA group or a draft of more than 16 query rows per KV head, and many queries past a short
+sequence with a window (test_many_query_rows_per_kv_head; kills optimized 34, whose M tile stopped at
+16 rows, and 443, whose span computed first_visible(q_len, n) and skipped the tail's keys); q and
+caches whose last dimension has stride 0 (test_inputs_with_a_broadcast_last_dimension; kills
+optimized 230, which copied unit strides and passed stride 0 to the kernel as is).
 
 Classed "outside the contract" at the end of TRIAGE (the CPU run cannot reach them): optimized ``return q.device.type == "cpu" and INTERPRET`` (and -> or)
 differs only for CPU tensors without TRITON_INTERPRET, which the test plugin always sets on a
@@ -109,4 +113,42 @@ TRIAGE = {
     ("optimized", "q_len = 1 if q.dim() == 3 else q.shape[1]", "1 -> 0 (#2)"): (
         "outside the contract", "the same MAX_ROWS dispatch, computed from the batch instead of q_len: only moves calls "
                                 "between two correct paths on the CPU (a GPU register budget otherwise)"),
+    # Second triage (tag k1).
+    ("optimized", "MAX_SPLITS = 256", "256 -> 255"): (
+        "equivalent", "a cap of the split count only: on the CPU programs = 16 keeps splits <= 16 (never reached); "
+                      "on a GPU any count >= 1 covers the span (n_splits * split_len >= tiles * BLOCK_N) and the "
+                      "merge is exact (an empty split weighs 2^-inf = 0): a scheduling choice, rounding within "
+                      "the tolerance rule"),
+    ("optimized", "if q_len * (q.shape[-2] // k_cache.shape[2]) > MAX_ROWS:", "> -> >="): (
+        "equivalent", "dispatch only: exactly 128 rows per KV head then take the reference's PyTorch path instead "
+                      "of the kernel (which never gets more rows than before): the same contract, only speed differs"),
+    ("optimized", "return not INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 8", "and -> or"): (
+        "outside the contract", "reached only for CUDA tensors (q.device.type == 'cuda'), never on the CPU run; there "
+                                "it differs only on a GPU of compute capability < 8 (or with TRITON_INTERPRET=1 on a "
+                                "GPU machine), where it sends calls to the kernel instead of the PyTorch path"),
+    ("optimized", "splits = max(1, min(programs // max(units, 1), tiles // max(min_tiles, 1), MAX_SPLITS))", "1 -> 2"): (
+        "equivalent", "at least 2 splits where the shapes chose 1 (then clamped to tiles): split-KV with an exact "
+                      "merge is the same function for every split count, a scheduling choice (see the entry "
+                      "'splits = max(1, min(splits, tiles, MAX_SPLITS))', '1 -> 2')"),
+    ("optimized", "splits = max(1, min(programs // max(units, 1), tiles // max(min_tiles, 1), MAX_SPLITS))", "1 -> 2 (#2)"): (
+        "equivalent", "differs only for units = batch x kv_heads = 1 (programs // 2 instead of programs): a "
+                      "different split count, a scheduling choice (exact merge; rounding within the tolerance rule)"),
+    ("optimized", "q_len = 1 if q.dim() == 3 else q.shape[1]", "3 -> 4"): (
+        "outside the contract", "the MAX_ROWS dispatch read with q_len = q_heads for a rank-3 q and 1 for rank 4: it only "
+                                "moves calls between the kernel and the PyTorch path; under the interpreter the kernel "
+                                "computes any row count (checked: 140 rows, window 9, fp16, equal to the reference within "
+                                "2e-3), so no CPU run tells them apart (a GPU register budget otherwise)"),
+    ("optimized", "if q4.is_cuda and block_m >= 64:  # many speculative rows: more warps for the larger tiles", "64 -> 63"): (
+        "equivalent", "block_m = max(16, next_power_of_2(...)) is a power of two >= 16, and none lies in [63, 64): "
+                      ">= 63 iff >= 64 (and the branch is CUDA-only)"),
+    ("optimized", "return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)", "1 -> 0 (#2)"): (
+        "equivalent", "min_tiles is read only as plan's max(min_tiles, 1): 0 and 1 both give 1"),
+    ("optimized", "return dict(BLOCK_N=32, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=8)", "8 -> 7"): (
+        "equivalent", "CUDA-only config (head_dim > 128): min_tiles only changes plan's split count, a scheduling "
+                      "choice (exact merge; rounding within the tolerance rule)"),
+    ("optimized", "span = max((n - first_visible(n, q_len, window) // block_n * block_n for n in lens), default=0)", "- -> +"): (
+        "equivalent", "the span can only grow (n + x >= n - x, x >= 0): the splits still start at lo rounded down to "
+                      "a tile and cover at least the true span (n_splits * split_len >= tiles * BLOCK_N); extra splits "
+                      "start at or past seq_len (empty loop: lse -inf, weight 0 in the exact merge) and each loop stops "
+                      "at seq_len; only the split count differs (rounding within the tolerance rule)"),
 }

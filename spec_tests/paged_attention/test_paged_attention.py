@@ -14,6 +14,7 @@ contexts (up to 32k) run natively on a GPU (``gpu``).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -36,11 +37,12 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
 
 
-def _check(impl, case: PagedCase, device, *, rewrite=None):
+def _check(impl, case: PagedCase, device, *, rewrite=None, inputs=None):
     """impl's (out, lse) == the contiguous oracle within the tolerance rule; the inputs are left
     untouched; a query that sees no key gives exactly 0. ``rewrite(x)`` may return other
-    arguments holding the same sequences (a padded table, caches that are views)."""
-    x = case.build(device)
+    arguments holding the same sequences (a padded table, caches that are views); ``inputs``
+    replaces ``case.build(device)`` (data the builder does not draw, oracle K/V included)."""
+    x = case.build(device) if inputs is None else inputs
     args = x.args if rewrite is None else rewrite(x)
     before = [t.clone() for t in args]
     out, lse = impl.get("paged_attention")(*args, return_lse=True, **case.kwargs)
@@ -108,6 +110,28 @@ def test_decode_matches_contiguous_oracle(impl, device, case):
 def test_speculative_tokens_match_oracle(impl, device, case):
     """A few query tokens per sequence (q rank 4): causal among themselves, bottom-right aligned
     (query i sits at seq_len - q_len + i), so the last one sees the whole sequence."""
+    _check(impl, case, device)
+
+
+# Query rows per KV head (q_len * group) past the strategies' 16: a wide GQA group, a long draft.
+MANY_ROWS = (
+    # decode with 32 query heads on one KV head (GQA 32:1), a padding row
+    PagedCase((21, 0), 0, 32, 1, 16, 8, None, "bfloat16", 61),
+    # 40 query tokens x GQA 2 = 80 rows over a 20-token sequence, window 2: queries 0-19 see nothing,
+    # query 39 sees keys 17-19 only (the tail: more than a 16-key tile past the start of the table)
+    PagedCase((20,), 40, 2, 1, 16, 4, 2, "float16", 62),
+    # 32 tokens x GQA 4 = 128 rows (the most one kernel program holds), window 7, seq_len 30 < q_len
+    PagedCase((30,), 32, 4, 1, 16, 8, 7, "bfloat16", 63),
+)
+
+
+@pytest.mark.parametrize("case", MANY_ROWS, ids=lambda c: f"q_len{c.q_len}-gqa{c.q_heads // c.kv_heads}")
+def test_many_query_rows_per_kv_head(impl, device, case):
+    """The contract bounds neither q_len nor the GQA group: every one of q_len x group query rows
+    of a KV head is computed, however many (here 32 to 128, past the 16 rows the strategies draw),
+    and with q_len > seq_len + window the first q_len - seq_len queries see nothing while the last
+    see only the window at the sequence's end -- every key some query can see is read, wherever it
+    lies in the table."""
     _check(impl, case, device)
 
 
@@ -314,6 +338,23 @@ def test_inputs_of_any_strides(impl, device):
     _check(impl, PagedCase((21, 7), 0, 4, 2, 16, 4, None, "float16", 43, shared_blocks=1), device,
            rewrite=strided)
     _check(impl, PagedCase((30, 3), 2, 4, 1, 16, 8, 9, "bfloat16", 44), device, rewrite=strided)
+
+
+def test_inputs_with_a_broadcast_last_dimension(impl, device):
+    """q and the caches may be broadcast views whose last dimension has stride 0 (``expand`` of one
+    value per row: every head_dim entry is the same memory cell): the same result as contiguous
+    inputs holding those values. A kernel that assumes unit stride must copy every other stride,
+    0 included."""
+    def bcast(t):
+        return t[..., :1].expand(t.shape)
+
+    for case in (PagedCase((21, 7), 0, 4, 2, 16, 4, None, "float16", 45, shared_blocks=1),
+                 PagedCase((30, 3), 2, 4, 1, 16, 8, 9, "bfloat16", 46)):
+        x = case.build(device)
+        y = dataclasses.replace(x, q=bcast(x.q), k_cache=bcast(x.k_cache), v_cache=bcast(x.v_cache),
+                                k=tuple(bcast(t) for t in x.k), v=tuple(bcast(t) for t in x.v))
+        assert y.q.stride(-1) == y.k_cache.stride(-1) == y.v_cache.stride(-1) == 0
+        _check(impl, case, device, inputs=y)
 
 
 # ------------------------------------------------------------------------- GPU, natively
