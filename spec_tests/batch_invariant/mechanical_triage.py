@@ -68,4 +68,18 @@ TRIAGE = {
         "outside the contract", "the decode split kernel's num_warps: ignored by the Triton interpreter (the CPU run), "
                                 "rejected at launch on a GPU ('num_warps must be a power of 2'); not run natively in "
                                 "this measure"),
+    # Second triage (tag k1).
+    ("reference", "s = _sum_last(x.to(compute_dtype(x.dtype)))[..., 0]", "0 -> -1"): (
+        "equivalent", "_sum_last keeps the last dim as size 1 (fixed_order_sum's shape (*xf.shape[:-1], 1)), so "
+                      "[..., -1] is [..., 0]"),
+    ("optimized", "torch.bfloat16: (64, 64, 64, 4, 4),", "4 -> 5"): (
+        "outside the contract", "num_warps of the bfloat16 small-M matmul tile: ignored by the Triton interpreter (the "
+                                "CPU run; BLOCK_M/N/K, hence the bits, unchanged); it acts only on CUDA tensors "
+                                "(_kernel_ok: t.is_cuda), where a warp count of 5 is rejected at launch ('num_warps "
+                                "must be a power of 2'); not run natively in this measure"),
+    ("optimized", "_decode_merge_kernel[(B * H,)](m, l, o, lens, out, H, NS, D=D, D_PAD=D_PAD, SPLIT=KV_SPLIT, num_warps=1)",
+     "1 -> 0"): (
+        "outside the contract", "the decode merge kernel's num_warps: ignored by the Triton interpreter (the CPU run); it "
+                                "acts only on CUDA tensors, where num_warps 0 is rejected at launch (not a power of 2); "
+                                "not run natively in this measure"),
 }
