@@ -71,4 +71,27 @@ TRIAGE = {
     ("optimized", "count += 1", "+= -> -="): (
         "equivalent", "count only breaks ties in the heap's (priority, count, node) entries, and the policy "
                       "protocol makes the priorities of distinct tracked keys never equal (reference/eviction.py)"),
+    # -- rerun s1 (survivors of the optimized tree's sample) ------------------------------------
+    ("optimized", "count += 1", "drop `count += 1`"): (
+        "equivalent", "count only breaks ties in the heap's (priority, count, node) entries, and the policy "
+                      "protocol makes the priorities of distinct tracked keys never equal (reference/eviction.py); "
+                      "each node is pushed at most once, so no entry is compared past its priority"),
+    ("optimized", "count += 1", "1 -> 0"): (
+        "equivalent", "count only breaks ties in the heap's (priority, count, node) entries, and the policy "
+                      "protocol makes the priorities of distinct tracked keys never equal (reference/eviction.py); "
+                      "each node is pushed at most once, so no entry is compared past its priority"),
+    ("optimized", 'raise AssertionError("unreachable: struct rejected tokens the checker accepts")',
+     'drop `raise AssertionError("unreachable: struct rejected tokens th`'): (
+        "equivalent", "unreachable: check_ids('tokens', ...) passes only for a list/tuple of Python ints (not bools) "
+                      "in [0, 2**32), every one of which struct packs as 'I', so the fast path has returned already; "
+                      "for anything struct rejects the checker raises first"),
+    ("optimized", "break", "break -> continue"): (
+        "equivalent", "after the split the walk stands on the new node with pos += m, m the common run cut to whole "
+                      "pages: either pos == len(q) (the loop ends) or the page of q at pos holds the first differing "
+                      "token, and the new node's one child starts with the child's page there, so "
+                      "children.get(...) is None: break, the same (node, pos, path)"),
+    ("optimized", "mid = (lo + hi + 1) >> 1", "1 -> 2 (#2)"): (
+        "equivalent", "(lo + hi + 2) >> 1 = floor((lo + hi) / 2) + 1 lies in (lo, hi] whenever lo < hi, so each "
+                      "probe keeps the invariant (a[:4 lo] matches, a[:4 (hi + 1)] does not) and shrinks the range: "
+                      "the search ends at the same largest matching m (checked on 88,010 random calls of _common)"),
 }
