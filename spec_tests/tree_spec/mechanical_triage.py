@@ -50,4 +50,19 @@ TRIAGE = {
                       "(-0.0 vs 0.0), which sums, comparisons u*q < p, w > 0 and the cumsum treat alike"),
     ("reference", "mask = torch.zeros(n, n, dtype=torch.bool)", "zeros(a, b, ...) -> zeros(b, a, ...)"): (
         "equivalent", "an n x n mask: swapping the two equal sizes changes nothing"),
+    # -- rerun s1 --------------------------------------------------------------------------------
+    ("reference", "bad = ~finite | negative | ((sums - 1).abs() > tol)", "> -> >="): (
+        "equivalent", "differs only at |s - 1| == tol exactly; for a float64 s in [0.5, 2] s - 1 is exact and a multiple "
+                      "of 2^-53, and no tolerance (1e-6, 1e-4, 1e-2 as float64) is; outside that range |s - 1| >= 0.5"),
+    ("reference", "ok_depth = [0] + [-1] * (len(parents) - 1)   # depth of node i if its whole path is kept, else -1",
+     "- -> +"): (
+        "equivalent", "two extra -1 entries at indices len(parents) and len(parents) + 1, never read: _deepest reads "
+                      "ok_depth[i] and ok_depth[best] for nodes i < len(parents) and ok_depth[parents[i]], parents[i] < i"),
+    ("reference", "ok_depth[i] = ok_depth[par] + 1", "1 -> 2"): (
+        "equivalent", "every kept depth doubles (2 * depth); depths are only compared with each other (>) and with "
+                      ">= 0, which a doubling of non-negative depths preserves, so the same best node"),
+    ("reference", 'eps = check_real("epsilon", epsilon, minimum=0, maximum=1)', "0 -> -1"): (
+        "equivalent", "an epsilon in [-1, 0) now passes check_real and fails `eps <= 0` next: the same ValueError "
+                      "naming epsilon ('epsilon must be in (0, 1]'), all the contract asks (wording); below -1 "
+                      "check_real still raises it"),
 }
