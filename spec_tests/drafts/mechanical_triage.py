@@ -22,6 +22,10 @@ TRIAGE = {
         "outside the contract",
         "i - 1 < g holds for every i in range(g), as i + 0 < g: the draft also forwards its last draft token "
         "(logits discarded), same K/V at the same positions; the draft's call count is not in the contract"),
+    ("reference", "if i + 1 < g:", "< -> <="): (
+        "outside the contract",
+        "i + 1 <= g holds for every i in range(g), as i + 0 < g: the draft also forwards its last draft token "
+        "(logits discarded), same K/V at the same positions; the draft's call count is not in the contract"),
     ("reference", 'raise ValueError(f"temperature must be finite, got {temperature}")',
      'drop `raise ValueError(f"temperature must be finite, got {temperat`'): (
         "equivalent", "dead code: check_real('temperature', ...) just above already raises ValueError naming "
