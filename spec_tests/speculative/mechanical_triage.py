@@ -9,7 +9,12 @@ compensated so the total is still 1, or a float64 one too small for float32 (-1e
 BAD); the draft_lens message naming a valid row before the bad one (rows "draft_lens > γ ...":
 "row 1"); the generator's device unchecked (the "generator on another device" row of
 test_rejects_arguments_on_another_device, every tensor on "meta"); the inverse CDF of a residual
-whose total is one subnormal (the pinned case "a residual of one subnormal ...").
+whose total is one subnormal (the pinned case "a residual of one subnormal ..."). Rerun s1 (the
+optimized file run with the GPU visible): the CDF summed in token order, one float64 addition after
+another (the pinned case "the CDF is summed in token order ...": 0.5 then 1022 entries of 2^-55; the
+reference and the optimized verify emit token 1023, the optimized's torch ops on CUDA, whose cumsum
+is a parallel scan, token 770 on an H100); it kills ``draw_path != "torch"`` in _use_triton, which
+sends verify on CUDA to those torch ops -- on a GPU run only: on the CPU both paths are the same ops.
 
 Messages: the contract asks a message to START with the argument's name, with the [row, position]
 for values; its wording past that is not the contract (entries below say "wording"), nor which of
@@ -24,7 +29,10 @@ kind say "outside the contract".
 """
 
 _CHUNKS = ("_sums_mins chunks the batch rows only; each position's total and minimum are reductions over "
-           "its own vocab entries, so any chunking gives the same values")
+           "its own vocab entries: the minimum is exact in any chunking, and the total can differ only in the "
+           "order of its float32 (float64) additions (a chunk with one position is summed by a reduction split "
+           "across threads, a longer one row by row), which the contract leaves open: 'the sum is taken in "
+           "float32 or wider', so a total within rounding of 1 +- tol may be judged either way")
 _REDRAW = ("the redraw of the Triton kernel's flagged rows (_draw_triton) runs only when _use_triton: on CUDA "
            "from verify, on the CPU only through verify_with/verify_traced with draw='triton' under "
            "TRITON_INTERPRET=1 (spec_tests/bundled/test_speculative_triton.py)")
@@ -95,4 +103,36 @@ TRIAGE = {
     ("optimized", "if not (isinstance(self.block_v, int) and self.block_v >= 1 and self.block_v & (self.block_v - 1) == 0):",
      ">= -> >"): (
         "outside the contract", "VerifyConfig is no contract name; verify uses DEFAULT (block_v 1024), never block_v 1"),
+    # -- rerun s1 (the optimized file's survivors of a run with the GPU visible) -----------------
+    ("optimized", "_triton_draw_failure.append(exc)", "drop `_triton_draw_failure.append(exc)`"): (
+        "equivalent", "reached from verify only when the Triton draw fails to build or launch on CUDA (the "
+                      "environment, not an input); the record only spares later calls the failing kernel: without "
+                      "it every 'auto' call tries it again, warns and returns None, and the same torch ops draw the "
+                      "tokens as after a recorded failure. Only the number of warnings differs, which no contract "
+                      "name returns"),
+    ("optimized", "if g > 0:", "0 -> -1"): (
+        "equivalent", "g > -1 is g >= 0 for the int γ, the `> -> >=` variant above: with g = 0 the branch computes "
+                      "the same k (empty gathers and argmax, cumprod/sum over no position: int64 zeros)"),
+    ("optimized", "if not (isinstance(self.block_v, int) and self.block_v >= 1 and self.block_v & (self.block_v - 1) == 0):",
+     "and -> or"): (
+        "outside the contract", "VerifyConfig is no contract name: verify uses DEFAULT (block_v 1024, valid either "
+                                "way); only VerifyConfig(block_v=...) itself reaches another value (bundled "
+                                "test_speculative_internals.py::test_config_rejects_what_it_cannot_run tries 24 and 0)"),
+    ("optimized", "if not (isinstance(self.validation_chunk_bytes, int) and self.validation_chunk_bytes >= 1):",
+     "and -> or"): (
+        "outside the contract", "VerifyConfig is no contract name: verify uses DEFAULT (2 MiB, valid either way); "
+                                "only VerifyConfig(validation_chunk_bytes=...) itself reaches another value (bundled "
+                                "test_speculative_internals.py::test_config_rejects_what_it_cannot_run tries 0)"),
+    ("optimized", 'step = max(1, chunk_bytes // per_row) if probs.device.type == "cpu" else probs.shape[0]', "1 -> 2"): (
+        "equivalent", "two batch rows per chunk instead of one, only where one row is over half the chunk "
+                      "(> 1 MiB); " + _CHUNKS),
+    ("optimized", "for chunk in probs.split(max(1, step)) if probs.shape[0] else [probs]:", "0 -> 1"): (
+        "equivalent", "the test differs only for a batch of 0 rows, where probs.split gives one empty chunk, "
+                      "[probs] itself, or for 0 positions (draft_probs at γ = 0), where the chunks (k, 0, vocab) "
+                      "have no totals or minima: the same empty (batch, 0) results"),
+    ("optimized", "for chunk in probs.split(max(1, step)) if probs.shape[0] else [probs]:", "max -> min"): (
+        "equivalent", "step >= 1, so min(1, step) = 1: one batch row per chunk, on every device; " + _CHUNKS),
+    ("optimized", "torch.zeros(0, dtype=torch.int64, device=device)), DrawTrace(None, None, 0))",
+     "DrawTrace(a, b, ...) -> DrawTrace(b, a, ...)"): (
+        "equivalent", "both swapped arguments are None: the same call"),
 }

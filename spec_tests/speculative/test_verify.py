@@ -60,6 +60,18 @@ def _case(p, q, x, u, **kw):
                         draft_tokens=_t(x, torch.int64).reshape(len(p), -1), uniforms=_t(u), **kw)
 
 
+def _tiny_row(vocab: int = 1024, tiny: float = 2.0 ** -55) -> tuple[list, float]:
+    """0.5, then vocab - 2 entries of ``tiny``, then the rest of 1; and the uniform v whose
+    target v * C_last is 0.5 + (vocab / 4) tiny, C_last the sequential float64 total."""
+    row = [0.5] + [tiny] * (vocab - 2) + [0.5 - (vocab - 2) * tiny]
+    total = 0.0
+    for w in row:
+        total += w
+    return row, (0.5 + vocab // 4 * tiny) / total
+
+
+_TINY_ROW, _TINY_V = _tiny_row()
+
 PINNED = {
     # p == q: acceptance is certain (u q < q = p for every u < 1), the bonus comes from p
     "p == q accepts every draft, even with u just below 1": Pin(
@@ -114,6 +126,15 @@ PINNED = {
     "a residual of one subnormal draws its support token, wherever it stands": Pin(
         _case([[[.5 - 8e-7, 5e-324, .5], [1, 0, 0]]], [[[.5, 0, .5]]], [[0]], [[0.9999999, 0.75]]),
         [[1, PAD]], [0], "(mechanical: optimized _inverse_cdf's fallback to the last positive weight)"),
+    # C is the float64 cumsum in token order, one addition after another: each tiny entry (2^-55,
+    # a quarter of 0.5's ulp) vanishes when added to 0.5, so C stays 0.5 up to the last token and
+    # a target just above 0.5 (v * C_last = 0.5 + 256 tiny = 0.5 + 2^-47) is first exceeded there.
+    # A blocked or tree sum (a GPU scan, pairwise sums) adds tiny entries together first and carries
+    # C past the target well before the last token (blocks of 8 to 128: token 773): another token
+    # of the same support (the law allows it), not the choice.
+    "the CDF is summed in token order: tiny entries after a large one never move the draw": Pin(
+        _case([[_TINY_ROW]], None, [[]], [[_TINY_V]]), [[len(_TINY_ROW) - 1]], [0],
+        "(mechanical: optimized's draw by torch ops on CUDA, whose cumsum is a parallel scan)"),
 }
 
 
