@@ -29,6 +29,7 @@ from optimized.eviction import LRU
 __all__ = ["RadixCache"]
 
 _pack = struct.pack
+_PLAIN_INTS = frozenset({int, bool})   # the types the fast paths pack; any other goes to the checker
 
 
 class _Node:
@@ -90,8 +91,9 @@ class RadixCache:
 
     # -- packing (and checking) ----------------------------------------------------------------
     def _tokens(self, tokens) -> bytes:
-        """``tokens`` cut to whole pages, packed 4 bytes per token."""
-        if isinstance(tokens, (list, tuple)):
+        """``tokens`` cut to whole pages, packed 4 bytes per token (``struct`` packs anything with
+        ``__index__``: a numpy int or a 0-d tensor must reach the checker, which rejects it)."""
+        if isinstance(tokens, (list, tuple)) and _PLAIN_INTS.issuperset(map(type, tokens)):
             try:
                 packed = _pack("%dI" % len(tokens), *tokens)
             except struct.error:
@@ -104,7 +106,7 @@ class RadixCache:
 
     @staticmethod
     def _slots(slots, n_tokens: int) -> bytes:
-        if isinstance(slots, (list, tuple)) and len(slots) == n_tokens:
+        if isinstance(slots, (list, tuple)) and len(slots) == n_tokens and _PLAIN_INTS.issuperset(map(type, slots)):
             try:
                 packed = _pack("%dq" % n_tokens, *slots)
             except struct.error:

@@ -5,6 +5,7 @@ docstring with the mutant (spec_tests/radix/mutants.py) it catches."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from conformance.badinput import Bad, assert_rejects, bad_cases
 from reference.eviction import LFU, LRU, Hybrid
@@ -365,6 +366,7 @@ BAD = [
     Bad("tokens str", dict(tokens="1234"), TypeError, ("tokens",)),
     Bad("tokens None", dict(tokens=None), TypeError, ("tokens",)),
     Bad("token float", dict(tokens=[1, 2, 3.0, 4]), TypeError, ("tokens",)),
+    Bad("token a 0-d tensor", dict(tokens=[1, 2, torch.tensor(3), 4]), TypeError, ("tokens",)),
     Bad("token negative", dict(tokens=[1, 2, -3, 4]), ValueError, ("tokens",)),
     Bad("token 2**32", dict(tokens=[1, 2, 2**32, 4]), ValueError, ("tokens",)),
     Bad("token in the partial page", dict(tokens=[1, 2, 3, 4, -1]), ValueError, ("tokens",)),
@@ -375,6 +377,7 @@ BAD = [
     Bad("insert slot negative", dict(method="insert", slots=[1, 2, -3, 4]), ValueError, ("slots",)),
     Bad("insert slot 2**63", dict(method="insert", slots=[1, 2, 2**63, 4]), ValueError, ("slots",)),
     Bad("insert slot str", dict(method="insert", slots=[1, 2, "3", 4]), TypeError, ("slots",)),
+    Bad("insert slot a 0-d tensor", dict(method="insert", slots=[1, 2, torch.tensor(3), 4]), TypeError, ("slots",)),
     Bad("insert slots int", dict(method="insert", slots=4), TypeError, ("slots",)),
     Bad("insert tokens float", dict(method="insert", tokens=[1.0, 2, 3, 4], slots=[1, 2, 3, 4]), TypeError, ("tokens",)),
     Bad("insert extra_key dict", dict(method="insert", slots=[5, 6, 7, 8], extra_key={}), TypeError, ("extra_key",)),
