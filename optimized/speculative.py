@@ -170,14 +170,22 @@ def _draw_torch(p: torch.Tensor, q: torch.Tensor | None, x: torch.Tensor, rows: 
             ri = rejected.nonzero().squeeze(1)
             at = (ri, x[rows[ri], k[ri]])
             weights[at] = (weights[at] - 1).clamp(min=0)
-    cdf = _scratch(scratch_prefix + "cdf", (n, vocab), torch.float64, p.device)
+    # The CDF is the contract's sequential float64 sum, which torch.cumsum is on the CPU; on CUDA it
+    # is a parallel scan whose last bits depend on the shape, and a token can hang on them (a row
+    # of tiny entries after a large one: spec_tests/speculative's pinned case "the CDF is summed in
+    # token order"). So CUDA rows are drawn on the CPU: this path runs there only as the fallback
+    # of a failed Triton build or when asked for (draw "torch").
+    device = p.device
+    if weights.is_cuda:
+        weights, v = weights.cpu(), v.cpu()
+    cdf = _scratch(scratch_prefix + "cdf", (n, vocab), torch.float64, weights.device)
     torch.cumsum(weights, dim=1, out=cdf)
     empty = cdf[:, -1] == 0        # a residual with no positive entry (only through rounding):
     if bool(empty.any()):          # those rows draw from p (reference doc)
         ei = empty.nonzero().squeeze(1)
-        weights[ei] = p[rows[ei], k[ei]].to(torch.float64)
+        weights[ei] = p[rows[ei.to(device)], k[ei.to(device)]].to(torch.float64).to(weights.device)
         cdf[ei] = torch.cumsum(weights[ei], dim=1)
-    token = _inverse_cdf(cdf, weights, v)
+    token = _inverse_cdf(cdf, weights, v).to(device)
     if greedy is not None:
         token = torch.where(greedy, greedy_token, token)
     return token
