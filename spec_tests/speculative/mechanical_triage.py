@@ -110,6 +110,13 @@ TRIAGE = {
                       "it every 'auto' call tries it again, warns and returns None, and the same torch ops draw the "
                       "tokens as after a recorded failure. Only the number of warnings differs, which no contract "
                       "name returns"),
+    ("optimized", 'if draw_path == "torch" or (draw_path == "auto" and _triton_draw_failure):', "== -> !="): (
+        "equivalent", "it swaps which of two token-exact paths draws (on CUDA the default 'auto' then takes the "
+                      "torch path, whose CDF is the CPU's sequential float64 cumsum since 5f659d9, as the reference's "
+                      "order; on CPU both names reach the same torch ops): the tokens and counts are the reference's "
+                      "either way, only the speed and the DrawTrace of verify_traced (no contract name) differ. Before "
+                      "5f659d9 the CUDA torch path was not exact and the pinned case 'the CDF is summed in token "
+                      "order' killed this variant on an H100"),
     ("optimized", "if g > 0:", "0 -> -1"): (
         "equivalent", "g > -1 is g >= 0 for the int γ, the `> -> >=` variant above: with g = 0 the branch computes "
                       "the same k (empty gathers and argmax, cumprod/sum over no position: int64 zeros)"),
