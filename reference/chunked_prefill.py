@@ -105,6 +105,9 @@ class Simulation:
 
 
 # --- the model level ---------------------------------------------------------------------------
+KV_CACHE_ATTRIBUTES = ("k", "v", "lengths", "seq_len", "max_seq_len", "append")   # a KVCache's interface
+
+
 def check_prompt(model, tokens, cache) -> None:
     """The whole prompt is checked before the first chunk runs, so that a bad token in a later
     chunk cannot leave the earlier chunks in the cache."""
@@ -119,8 +122,8 @@ def check_prompt(model, tokens, cache) -> None:
         raise ValueError(f"tokens: ids must be in [0, {vocab}), got values in [{lo}, {hi}]")
     start = 0
     if cache is not None:
-        if not isinstance(cache, KVCache):
-            raise TypeError(f"cache must be a KVCache (see model.new_cache), got {type(cache).__name__}")
+        if not all(hasattr(cache, name) for name in KV_CACHE_ATTRIBUTES):   # what it has, not its class:
+            raise TypeError(f"cache must be a KVCache (see model.new_cache), got {type(cache).__name__}")  # the model's own may be a proxy
         start = cache.seq_len
         if start + tokens.shape[1] > cache.max_seq_len:
             raise ValueError(f"cache: {tokens.shape[1]} prompt tokens after {start} cached exceed its "
