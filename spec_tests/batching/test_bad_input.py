@@ -40,6 +40,9 @@ FORWARD_BAD = [
     Bad("empty tokens", _set(1, torch.tensor([], dtype=torch.long)), ValueError, ("tokens_list",)),
     Bad("token id = vocab", _set(1, torch.tensor([32])), ValueError, ("tokens_list",)),
     Bad("token id -1", _set(1, torch.tensor([-1])), ValueError, ("tokens_list",)),
+    # the range check reads every id, not one end: a bad id beside good ones (either side)
+    Bad("token id -1 after a good one", _set(0, torch.tensor([5, -1])), ValueError, ("tokens_list",)),
+    Bad("token id = vocab before a good one", _set(0, torch.tensor([32, 0])), ValueError, ("tokens_list",)),
     Bad("the same cache twice", lambda kw: {**kw, "caches": [kw["caches"][0], kw["caches"][0]]}, ValueError, ("caches",)),
     Bad("a cache without append", _set(1, object(), "caches"), TypeError, ("caches",)),
     Bad("a cache of batch 2", _set(1, lambda kw: kw["model"].new_cache(2), "caches"), ValueError, ("caches",)),
