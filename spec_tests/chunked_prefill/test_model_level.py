@@ -168,6 +168,17 @@ def _other_cache(**kw):
     return change
 
 
+def _roomier_cache(valid):
+    """The valid call with a cache that has room past the model's max_seq_len (``new_cache(batch,
+    max_seq_len)`` allows it), holding the same prefix of 2, and a prompt of 7: 2 + 7 > the model's
+    8, found only in the last chunk, so the check against the model must be made up front."""
+    model = valid["model"]
+    cache = model.new_cache(1, model.config.max_seq_len + 8)
+    with torch.no_grad():
+        model(torch.tensor([[5, 6]]), cache=cache)
+    return {**valid, "cache": cache, "tokens": torch.ones(1, 7, dtype=torch.long)}
+
+
 BAD = [
     Bad("chunk_size 0", dict(chunk_size=0), ValueError, ("chunk_size",)),
     Bad("chunk_size -1", dict(chunk_size=-1), ValueError, ("chunk_size",)),
@@ -176,6 +187,7 @@ BAD = [
     Bad("None chunk_size", dict(chunk_size=None), TypeError, ("chunk_size",)),
     Bad("float tokens", dict(tokens=torch.zeros(1, 3)), TypeError, ("tokens",)),
     Bad("bool tokens", dict(tokens=torch.zeros(1, 3, dtype=torch.bool)), TypeError, ("tokens",)),
+    Bad("complex tokens", dict(tokens=torch.zeros(1, 3, dtype=torch.complex64)), TypeError, ("tokens",)),
     Bad("list tokens", dict(tokens=[[1, 2, 3]]), TypeError, ("tokens",)),
     Bad("rank 1 tokens", dict(tokens=torch.tensor([1, 2, 3])), ValueError, ("tokens",)),
     Bad("empty prompt", dict(tokens=torch.zeros(1, 0, dtype=torch.long)), ValueError, ("tokens",)),
@@ -187,6 +199,7 @@ BAD = [
     Bad("prompt overflows the cache", dict(tokens=torch.ones(1, 7, dtype=torch.long)), ValueError, ("cache",)),
     Bad("prompt overflows max_seq_len", dict(tokens=torch.ones(1, 9, dtype=torch.long), cache=None), ValueError,
         ("tokens", "max_seq_len")),
+    Bad("prompt overflows the model, not the cache", _roomier_cache, ValueError, ("tokens", "max_seq_len")),
     Bad("cache not a KVCache", dict(cache="cache"), TypeError, ("cache",)),
     Bad("cache of another batch", _other_cache(batch=2), ValueError, ("cache",)),
     Bad("cache of another dtype", _other_cache(dtype=torch.float64), ValueError, ("cache",)),
