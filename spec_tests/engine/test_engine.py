@@ -18,6 +18,7 @@ generator and sampler.
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -191,15 +192,114 @@ def test_stop_token_ends_the_request_and_is_returned(impl, reference):
     assert run.outputs[0] == alone and run.reasons[0] == "length", (run.outputs, run.reasons)
 
 
+def _bounded(engine, limit: int = 200):
+    """Make ``engine.step`` fail after ``limit`` calls, so a generate whose arrival clock never reaches
+    an arrival fails instead of hanging (an implementation whose generate does not call step is unbounded)."""
+    step, calls = engine.step, [0]
+
+    def bounded():
+        calls[0] += 1
+        assert calls[0] <= limit, f"generate made {limit} steps without returning: its arrivals never came?"
+        return step()
+    engine.step = bounded
+    return engine
+
+
 def test_generate_helper_runs_arrivals_to_completion(impl, reference):
     """``generate(requests, arrivals)`` returns every request's full tokens, the same as driving
     add_request/step by hand with those arrival steps."""
     case = PREEMPT
     m = model(reference, case)
     requests = [request_kwargs(i, r, ()) for i, r in enumerate(case.requests)]
-    out = _engine(impl, m, case).generate(requests, list(case.arrivals))
+    out = _bounded(_engine(impl, m, case)).generate(requests, list(case.arrivals))
     run = drive(_engine(impl, m, case), case, {})
     assert {k: list(v) for k, v in dict(out).items()} == run.outputs
+
+
+# request 0 (3 prompt tokens, 6 to generate) runs one step per token: its outputs count the steps it ran.
+GEN_CASE = EngineCase(requests=(Req((1, 2, 3), 6), Req((4, 5), 2)), arrivals=(0, 0), num_blocks=12, block_size=2,
+                      max_num_batched_tokens=8, max_num_seqs=2)
+
+
+def test_generate_adds_each_request_just_before_its_step_number(impl, reference):
+    """generate's ``arrivals`` count the engine's steps since construction -- idle steps, steps made by
+    hand and by an earlier generate included: request i is added just before step number arrivals[i]
+    runs (at once when that step has passed), so a bad request raises when it arrives, after exactly the
+    steps before it, which the running request's token count shows; without ``arrivals`` every request
+    is added before the first step; generate returns once every request finished."""
+    m = model(reference, GEN_CASE)
+    first, other = (request_kwargs(i, r, ()) for i, r in enumerate(GEN_CASE.requests))
+    bad = {**other, "request_id": 9, "prompt": []}
+    alone = alone_greedy(reference, m, GEN_CASE.requests[0])
+
+    def tokens_when_bad_arrives(engine, arrivals):
+        with pytest.raises(ValueError, match=r"(?i)\bprompt\b"):
+            engine.generate([first, bad], arrivals)
+        return dict(engine.outputs)[0]
+
+    engine = _bounded(_engine(impl, m, GEN_CASE))
+    assert tokens_when_bad_arrives(engine, [0, 3]) == alone[:3], "arrivals [0, 3] on a new engine: 3 steps first"
+    engine = _bounded(_engine(impl, m, GEN_CASE))
+    assert engine.step() == [] and engine.step() == []
+    assert tokens_when_bad_arrives(engine, [1, 4]) == alone[:2], (
+        "after 2 idle steps by hand, arrivals [1, 4]: request 0 at once (step 1 has passed), 2 steps before step 4")
+    engine = _bounded(_engine(impl, m, GEN_CASE))
+    done = engine.generate([other])                                   # no arrivals: all before the first step
+    assert {k: list(v) for k, v in dict(done).items()} == {1: alone_greedy(reference, m, GEN_CASE.requests[1])}
+    assert not engine.has_unfinished_requests()
+    assert tokens_when_bad_arrives(engine, [2, 4]) == alone[:2], (
+        "after a generate of 2 steps, arrivals [2, 4]: request 0 at once, 2 steps before step 4")
+    engine = _bounded(_engine(impl, m, GEN_CASE))
+    with pytest.raises(ValueError, match=r"(?i)\bprompt\b"):
+        engine.generate([first, bad])
+    assert dict(engine.outputs).get(0, []) == [], "without arrivals the bad request arrives before the first step"
+
+
+def test_generate_rejects_bad_requests_and_arrivals(impl, reference):
+    """generate raises before adding anything, naming the argument: ``requests`` not a sequence of dicts
+    (a str, a dict, a generator): TypeError; ``arrivals`` not of ``requests``' length: ValueError; an
+    arrival not an int (a float, a bool): TypeError, negative: ValueError."""
+    m = model(reference, GEN_CASE)
+    requests = [request_kwargs(i, r, ()) for i, r in enumerate(GEN_CASE.requests)]
+    rows = [(dict(requests="ab"), TypeError, "requests"), (dict(requests=requests[0]), TypeError, "requests"),
+            (dict(requests=(r for r in requests)), TypeError, "requests"),
+            (dict(arrivals=[0, 1, 2]), ValueError, "arrivals"), (dict(arrivals=[0]), ValueError, "arrivals"),
+            (dict(arrivals=[0, -1]), ValueError, "arrivals"), (dict(arrivals=[0, 1.5]), TypeError, "arrivals"),
+            (dict(arrivals=[0, True]), TypeError, "arrivals")]
+    for change, error, word in rows:
+        engine = _bounded(_engine(impl, m, GEN_CASE))
+        kwargs = {"requests": requests, "arrivals": [0, 1], **change}
+        with pytest.raises(Exception) as info:
+            engine.generate(**kwargs)
+        assert isinstance(info.value, error) and re.search(rf"(?i)(?<![a-z0-9_]){word}(?![a-z0-9_])", str(info.value)), (
+            f"generate({change}): expected {error.__name__} naming {word}, got {type(info.value).__name__}: {info.value}")
+        assert dict(engine.outputs) == {} and not engine.has_unfinished_requests(), f"generate({change}) added requests"
+
+
+def test_request_ids_are_never_reused(impl, reference):
+    """The id of a finished request stays taken: adding it again raises ValueError naming request_id,
+    and the finished request's tokens stay as they were."""
+    m = model(reference, GEN_CASE)
+    engine = _engine(impl, m, GEN_CASE)
+    engine.add_request(0, [4, 5], max_tokens=2)
+    while engine.has_unfinished_requests():
+        engine.step()
+    before = dict(engine.outputs)
+    with pytest.raises(ValueError, match=r"(?i)\brequest_id\b"):
+        engine.add_request(0, [1, 2, 3], max_tokens=2)
+    assert dict(engine.outputs) == before and not engine.has_unfinished_requests()
+
+
+def test_a_1d_integer_tensor_prompt_is_its_list_of_ids(impl, reference):
+    """A prompt given as a 1-d integer tensor (int64, int32) generates what the list of its ids does."""
+    m = model(reference, GEN_CASE)
+    want = alone_greedy(reference, m, Req((1, 2, 3), 3))
+    for dtype in (torch.int64, torch.int32):
+        engine = _engine(impl, m, GEN_CASE)
+        engine.add_request(0, torch.tensor([1, 2, 3], dtype=dtype), max_tokens=3)
+        while engine.has_unfinished_requests():
+            engine.step()
+        assert dict(engine.outputs)[0] == want, (dtype, dict(engine.outputs), want)
 
 
 # --- bad input --------------------------------------------------------------------------------
@@ -209,6 +309,8 @@ BAD_REQUEST = [
     Bad("None request_id", dict(request_id=None), TypeError, ("request_id",)),
     Bad("empty prompt", dict(prompt=[]), ValueError, ("prompt",)),
     Bad("str prompt", dict(prompt="abc"), TypeError, ("prompt",)),
+    Bad("bytes prompt", dict(prompt=b"\x01\x02"), TypeError, ("prompt",)),
+    Bad("int prompt", dict(prompt=5), TypeError, ("prompt",)),
     Bad("float token", dict(prompt=[1, 2.0]), TypeError, ("prompt",)),
     Bad("bool token", dict(prompt=[True]), TypeError, ("prompt",)),
     Bad("negative token", dict(prompt=[3, -1]), ValueError, ("prompt",)),
@@ -220,6 +322,7 @@ BAD_REQUEST = [
     Bad("bool max_tokens", dict(max_tokens=True), TypeError, ("max_tokens",)),
     Bad("past max_seq_len", dict(max_tokens=38), ValueError, ("max_tokens",)),
     Bad("more blocks than the pool", dict(max_tokens=30), ValueError, ("prompt",)),
+    Bad("one block more than the pool", dict(max_tokens=23), ValueError, ("prompt",)),
     Bad("negative temperature", dict(temperature=-0.5), ValueError, ("temperature",)),
     Bad("NaN temperature", dict(temperature=math.nan), ValueError, ("temperature",)),
     Bad("str temperature", dict(temperature="hot"), TypeError, ("temperature",)),
@@ -231,9 +334,11 @@ BAD_REQUEST = [
     Bad("stop id = vocab", dict(stop_token_ids=[64]), ValueError, ("stop_token_ids",)),
     Bad("negative stop id", dict(stop_token_ids=[-1]), ValueError, ("stop_token_ids",)),
     Bad("str stop ids", dict(stop_token_ids="ab"), TypeError, ("stop_token_ids",)),
+    Bad("bytes stop ids", dict(stop_token_ids=b"\x05"), TypeError, ("stop_token_ids",)),
+    Bad("int stop ids", dict(stop_token_ids=5), TypeError, ("stop_token_ids",)),
     Bad("float stop id", dict(stop_token_ids=[1.0]), TypeError, ("stop_token_ids",)),
 ]
-# num_blocks 12 of 2 slots (24 tokens): a 3-token prompt + 30 tokens needs 16 blocks; max_seq_len 40.
+# num_blocks 12 of 2 slots (24 tokens): a 3-token prompt + 30 tokens needs 16 blocks, + 23 tokens 13; max_seq_len 40.
 BAD_CASE = EngineCase(requests=(Req((1, 2, 3), 3), Req((4, 5, 6), 2, temperature=1.0, seed=4)), arrivals=(0, 0),
                       num_blocks=12, block_size=2, max_num_batched_tokens=4, max_num_seqs=2)
 VALID_REQUEST = dict(request_id=7, prompt=[3, 1, 2], max_tokens=2, temperature=0.5, top_k=3, top_p=0.9, seed=1,
