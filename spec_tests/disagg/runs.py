@@ -28,18 +28,26 @@ def _mode(invariant: bool):
 
 
 def run(impl, case: DisaggCase, *, faults=None, invariant: bool = False, timeout: float = 5.0,
-        decode_changes=None) -> list[dict]:
+        decode_changes=None, default_src: bool = False, prefill_rank: int = 0) -> list[dict]:
     """One cluster run of ``case``: rank 0 ``prefill_worker`` (then, in the same process, the
     implementation's ``run_colocated`` and the reference's prefill KV of every request), ranks
-    1.. ``decode_worker`` (a model of the case's config with ``decode_changes``). Per rank: the
-    launcher's dict, ``result`` made plain."""
+    1.. ``decode_worker`` (a model of the case's config with ``decode_changes``; ``default_src``:
+    called without ``src``, the contract's default 0 being the prefill's rank). Per rank: the
+    launcher's dict, ``result`` made plain. ``prefill_rank`` 1 (a world of 2): the roles swapped,
+    the prefill worker on rank 1 and the decode worker on rank 0 (``src`` 1)."""
     from reference import disagg as ref
+    for name in ("prefill_worker", "decode_worker", "run_colocated"):   # not implemented: a skip, here
+        impl.get(name)
     model = Transformer(case.config(ModelConfig), seed=case.seed)
     dmodel = Transformer(case.config(ModelConfig, **(decode_changes or {})), seed=case.seed) if decode_changes else model
     Request = ref.Request
     ranks = list(range(1, case.world))
+    if prefill_rank:
+        assert prefill_rank == 1 and case.world == 2, "roles swapped: a world of 2 only"
+        ranks = [0]
 
     def prefill_job(rank, groups):
+        groups = {0: groups[1]} if prefill_rank else groups     # the pair group (0, 1)
         requests = [Request(rid, list(p), new) for rid, p, new in case.requests]
         with _mode(invariant):
             handoffs = impl.get("prefill_worker")(model, requests, ranks, groups=groups, timeout=timeout)
@@ -56,7 +64,43 @@ def run(impl, case: DisaggCase, *, faults=None, invariant: bool = False, timeout
 
     def decode_job(rank, groups):
         with _mode(invariant):
-            done = impl.get("decode_worker")(dmodel, 0, group=groups[rank], timeout=timeout + 25)
+            src = () if default_src else (prefill_rank,)
+            group = groups[1] if prefill_rank else groups[rank]
+            done = impl.get("decode_worker")(dmodel, *src, group=group, timeout=timeout + 25)
         return {int(rid): (torch.as_tensor(t).cpu().clone(), lg.detach().cpu().clone()) for rid, (t, lg) in dict(done).items()}
 
-    return cluster.launch([prefill_job] + [decode_job] * len(ranks), faults=faults, timeout=timeout + 30)
+    jobs = [decode_job, prefill_job] if prefill_rank else [prefill_job] + [decode_job] * len(ranks)
+    return cluster.launch(jobs, faults=faults, timeout=timeout + 30)
+
+
+def run_header(impl, case: DisaggCase, words, *, timeout: float = 2.0) -> list[dict]:
+    """Rank 0 is the tests' own sender, speaking the reference's wire format: it sends the int64
+    message ``words`` as a header to the implementation's ``decode_worker`` on rank 1 and waits
+    ``timeout`` s for a reply (then, if one came, sends the reference's STOP). Rank 0's result:
+    ``{"reply": the reply as a list, or None}``."""
+    import datetime
+
+    import torch.distributed as dist
+    from reference import disagg as ref
+    impl.get("decode_worker")
+    model = Transformer(case.config(ModelConfig), seed=case.seed)
+    wait = datetime.timedelta(seconds=timeout)
+
+    def sender(rank, groups):
+        dist.isend(torch.tensor(words, dtype=torch.int64), dst=1, group=groups[1]).wait(wait)
+        reply = torch.zeros(2, dtype=torch.int64)
+        try:
+            dist.irecv(reply, src=1, group=groups[1]).wait(wait)
+        except Exception:  # noqa: BLE001 -- no reply: the worker ended or stayed silent
+            return {"reply": None}
+        try:
+            dist.isend(ref.STOP.clone(), dst=1, group=groups[1]).wait(wait)
+        except Exception:  # noqa: BLE001
+            pass
+        return {"reply": reply.tolist()}
+
+    def decode_job(rank, groups):
+        done = impl.get("decode_worker")(model, 0, group=groups[rank], timeout=timeout + 1)
+        return {int(rid): None for rid in dict(done)}
+
+    return cluster.launch([sender, decode_job], timeout=timeout + 10)

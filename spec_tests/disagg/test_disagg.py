@@ -16,6 +16,8 @@ choices (bitwise without the mode; retry on the next live rank) are ``choice`` t
 """
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from hypothesis import example, given, settings, strategies as st
@@ -124,9 +126,10 @@ def test_decode_after_handoff_equals_colocated(impl, reference, case):
 
 def test_bitwise_under_the_batch_invariant_mode(impl, reference):
     """Under the batch-invariant mode (every matmul, norm and softmax in one fixed order, whatever
-    the shapes and strides), the decode after the hand-off gives the colocated logits bit for bit."""
+    the shapes and strides), the decode after the hand-off gives the colocated logits bit for bit.
+    The decode workers are called without ``src``: the contract's default 0 is the prefill's rank."""
     case = DisaggCase(32, 16, 1, 2, 1, 10, "float32", 5, ((3, (2, 9, 4), 3), (4, (7,), 2)), 2)
-    outs = impl.call_in_process(runs.run, case, invariant=True)
+    outs = impl.call_in_process(runs.run, case, invariant=True, default_src=True)
     _check_run(reference, case, outs, bitwise_to="reference")
 
 
@@ -227,6 +230,14 @@ def test_failed_handoff_is_retried_on_a_live_worker(impl, reference, fault):
     outs = impl.call_in_process(runs.run, THREE, faults={1: fault}, timeout=2.0)
     done, failed = _accounted(THREE, outs)
     assert not failed and all(r == 2 for r, _, _ in _completed(outs).values())
+    # its Handoff lists every attempt (rank, error or None) in order: request 5 starts on rank 1
+    # (round robin), fails there with a reason, and is handed off to rank 2; the others go to rank 2
+    handoffs = outs[0]["result"]["handoffs"]
+    for rid, _, _ in THREE.requests:
+        attempts = [tuple(a) for a in handoffs[rid]["attempts"]]
+        want_failed = [1] if rid == 5 else []
+        assert [r for r, _ in attempts] == want_failed + [2] and attempts[-1] == (2, None) and all(
+            e for _, e in attempts[:-1]), f"request {rid}: attempts {attempts}, expected {want_failed} failed, then (2, None)"
 
 
 def test_rejected_header_fails_the_request_and_keeps_the_worker(impl, reference):
@@ -240,19 +251,112 @@ def test_rejected_header_fails_the_request_and_keeps_the_worker(impl, reference)
         assert "kv_heads" in outs[0]["result"]["handoffs"][rid]["error"]
 
 
+@pytest.mark.choice("a rejected header fails the request without retry, its one attempt recorded")
+def test_rejected_header_is_not_retried(impl, reference):
+    """A reject is the request's fault, not the worker's (every decode worker has the same model):
+    with two decode ranks that both reject, each request is tried once, on its round-robin rank,
+    and its Handoff records that one attempt with the reason (naming kv_heads)."""
+    case = dataclasses.replace(BF16, world=3)
+    outs = impl.call_in_process(runs.run, case, decode_changes={"n_kv_heads": 1})
+    _ok(outs)
+    done, failed = _accounted(case, outs)
+    assert not done and failed == {0, 1}
+    for i, (rid, _, _) in enumerate(case.requests):
+        attempts = [tuple(a) for a in outs[0]["result"]["handoffs"][rid]["attempts"]]
+        assert len(attempts) == 1 and attempts[0][0] == 1 + i % 2 and "kv_heads" in (attempts[0][1] or ""), (
+            f"request {rid}: attempts {attempts}, expected one, on rank {1 + i % 2}, naming kv_heads")
+
+
+def test_a_request_that_cannot_prefill_fails_alone(impl, reference):
+    """A request whose positions pass the model's max_seq_len cannot be prefilled: it is reported
+    failed with a reason, and the requests after it are still handed off (one Handoff per request)."""
+    case = DisaggCase(48, 16, 2, 2, 1, 12, "float32", 3, ((1, tuple(range(1, 12)), 3), (2, (4, 5), 2)), 2)
+    outs = impl.call_in_process(runs.run, case)
+    _ok(outs)
+    done, failed = _accounted(case, outs)
+    assert done == {2} and failed == {1}, f"completed {sorted(done)}, failed {sorted(failed)}; expected {{2}}, {{1}}"
+    _check_completed_tokens(case, outs, done)
+
+
+def test_the_prefill_worker_need_not_be_rank_0(impl, reference):
+    """decode_ranks are the global ranks of the decode workers, src the prefill's rank: with the
+    roles swapped (prefill on rank 1, decode on rank 0, src 1) every request is handed off to rank
+    0 and decodes to the colocated tokens."""
+    case = DisaggCase(48, 16, 2, 2, 1, 12, "float32", 3, ((5, (1, 2, 3), 3), (7, (4,), 2)), 2)
+    outs = impl.call_in_process(runs.run, case, prefill_rank=1)
+    for rank, out in enumerate(outs):
+        assert out["error"] is None and out["exitcode"] == 0, f"rank {rank} failed:\n{out['error']}"
+    prefill = outs[1]["result"]
+    for rid, _, _ in case.requests:
+        h = prefill["handoffs"][rid]
+        assert h["status"] == "handed_off" and h["decode_rank"] == 0, f"request {rid}: {h}"
+        tokens, _ = outs[0]["result"][rid]
+        assert tokens.tolist() == prefill["colocated"][rid][0].tolist(), f"request {rid}: tokens {tokens.tolist()}"
+
+
+# [VERSION, id, n, layers, kv_heads, head_dim, dtype code, first, max_new] for THREE's model (float32: code 2)
+_MALFORMED = {"version 2": [2, 1, 3, 2, 1, 8, 2, 0, 2], "request id -1": [1, -1, 3, 2, 1, 8, 2, 0, 2],
+              "first token -1": [1, 1, 3, 2, 1, 8, 2, -1, 2], "dtype code 9": [1, 1, 3, 2, 1, 8, 9, 0, 2]}
+
+
+@pytest.mark.choice("the reference's header layout; a malformed header ends the decode worker with a ValueError")
+@pytest.mark.parametrize("malformed", sorted(_MALFORMED))
+def test_a_malformed_header_is_refused(impl, reference, malformed):
+    """The decode worker checks the header it reads (KVHeader.decode: version, dtype code, and every
+    field's range): a malformed one (another version, a negative id or first token, an unknown
+    dtype code) is neither accepted nor answered: the worker raises a ValueError."""
+    outs = impl.call_in_process(runs.run_header, THREE, _MALFORMED[malformed])
+    assert outs[0]["error"] is None, outs[0]["error"]
+    assert outs[0]["result"]["reply"] is None, f"the decode worker answered {outs[0]['result']['reply']} to a {malformed} header"
+    assert "ValueError" in (outs[1]["error"] or ""), f"the decode worker did not raise a ValueError:\n{outs[1]['error']}"
+
+
+def _wire(outs, rank, peer, kind="send"):
+    """The non-floating-point messages (control) ``rank`` exchanged with ``peer``, as int lists."""
+    return [t.reshape(-1).tolist() for what, p, ts in outs[rank]["log"] if what == kind and p == peer
+            for t in ts if not t.is_floating_point()]
+
+
+@pytest.mark.choice("the reference's wire format: message order, header layout, codes and STOP")
+def test_the_wire_format_is_the_references(impl, reference):
+    """The control messages on the wire are the reference's protocol (module doc): per hand-off the
+    header ``KVHeader.encode()`` ([VERSION, id, n, layers, kv_heads, head_dim, dtype code, first,
+    max_new]), the reply [id, ACCEPT], K, V, the reply [id, ACK]; at the end STOP
+    [VERSION, -1, 0, ...]. A float64 model, so every dtype code is in play over the cases."""
+    from reference import disagg as ref
+    case = DisaggCase(16, 16, 1, 2, 2, 8, "float64", 7, ((0, (3, 1, 4), 2), (1, (5,), 1), (2, (2, 6), 3)), 3)
+    outs = impl.call_in_process(runs.run, case)
+    _ok(outs)
+    prefill = outs[0]["result"]
+    c = case.config(reference.of("model").get("ModelConfig"))
+    for rank in range(1, case.world):
+        mine = [(rid, p, new) for rid, p, new in case.requests if prefill["handoffs"][rid]["decode_rank"] == rank]
+        headers = [ref.KVHeader(rid, len(p), c.n_layers, c.n_kv_heads, c.head_dim, c.dtype,
+                                prefill["handoffs"][rid]["first_token"], new).encode().tolist() for rid, p, new in mine]
+        assert _wire(outs, 0, rank) == headers + [ref.STOP.tolist()], (
+            f"rank 0's control messages to rank {rank}: {_wire(outs, 0, rank)}; the reference's: {headers + [ref.STOP.tolist()]}")
+        replies = [m for rid, _, _ in mine for m in ([rid, ref.ACCEPT], [rid, ref.ACK])]
+        assert _wire(outs, rank, 0) == replies, f"rank {rank}'s replies {_wire(outs, rank, 0)}; the reference's: {replies}"
+
+
 # --- the payload, in one process ---------------------------------------------------------------------
 def test_pack_unpack_round_trip(impl, reference):
-    """pack_kv gives the filled positions only, (layers, kv_heads, n, head_dim); unpack_kv makes a
-    cache whose seq_len is n and whose first n positions are those bits."""
+    """prefill's cache has len(prompt) + max_new_tokens - 1 positions; pack_kv gives the filled
+    positions only, (layers, kv_heads, n, head_dim); unpack_kv makes a cache of the same shape
+    (the colocated cache's) whose seq_len is n and whose first n positions are those bits."""
     model = _model(reference, THREE)
     r = Request(1, [3, 1, 4, 1, 5], 3)
     cache, first, _ = impl.get("prefill")(model, Request(1, [3, 1, 4, 1, 5], 3))
     k, v = impl.get("pack_kv")(cache)
     c = model.config
+    colocated_shape = (c.n_layers, 1, c.n_kv_heads, 5 + 3 - 1, c.head_dim)   # len(prompt) + max_new_tokens - 1
+    assert tuple(cache.k.shape) == colocated_shape, f"prefill's cache is {tuple(cache.k.shape)}, the contract's {colocated_shape}"
     assert tuple(k.shape) == tuple(v.shape) == (c.n_layers, c.n_kv_heads, 5, c.head_dim)
     assert torch.equal(k, cache.k[:, 0, :, :5]) and torch.equal(v, cache.v[:, 0, :, :5])
     header = KVHeader(1, 5, c.n_layers, c.n_kv_heads, c.head_dim, model.dtype, first, 3)
     back = impl.get("unpack_kv")(model, header, k, v)
+    assert tuple(back.k.shape) == tuple(back.v.shape) == colocated_shape, (
+        f"unpack_kv's cache is {tuple(back.k.shape)}, the colocated cache's shape is {colocated_shape}")
     assert back.seq_len == 5 and torch.equal(back.k[:, :, :, :5], cache.k[:, :, :, :5])
     assert torch.equal(back.v[:, :, :, :5], cache.v[:, :, :, :5])
     assert r.max_new_tokens == 3
@@ -366,12 +470,64 @@ def test_prefill_worker_rejects_bad_input_before_sending(impl, reference, bad):
     assert_rejects(impl.get("prefill_worker"), valid, bad)
 
 
+def _filled(batch, n):
+    from reference.kv_bytes import KVCache
+    cache = KVCache(layers=1, batch=batch, kv_heads=1, head_dim=4, max_seq_len=3)
+    if n:
+        cache.append(0, torch.ones(batch, 1, n, 4), torch.ones(batch, 1, n, 4))
+    return cache
+
+
 BAD_PACK = [
     Bad("cache a tensor", dict(cache=torch.zeros(2, 1, 1, 3, 4)), TypeError, ("cache",)),
     Bad("cache a list", dict(cache=[1]), TypeError, ("cache",)),
+    Bad("cache of batch 2", dict(cache=_filled(2, 2)), ValueError, ("cache",)),
+    Bad("cache with no position", dict(cache=_filled(1, 0)), ValueError, ("cache",)),
 ]
 
 
 @bad_cases(BAD_PACK)
 def test_pack_kv_rejects_what_is_not_a_cache(impl, bad):
     assert_rejects(impl.get("pack_kv"), dict(cache=None), bad)
+
+
+BAD_PREFILL = [
+    Bad("positions one past max_seq_len", dict(request=Request(1, list(range(1, 8)), 7)), ValueError, ("max_new_tokens",)),
+    Bad("request not a Request", dict(request=(1, [1, 2], 2)), TypeError, ("request",)),
+]
+
+
+@bad_cases(BAD_PREFILL)
+def test_prefill_rejects_bad_input(impl, reference, bad):
+    """prefill: a request of len(prompt) + max_new_tokens - 1 > max_seq_len positions (here 13 > 12)
+    or that is not a Request is rejected, nothing run."""
+    assert_rejects(impl.get("prefill"), dict(model=_model(reference, THREE), request=Request(1, [1, 2, 3], 2)), bad)
+
+
+BAD_DECODE = [
+    Bad("max_new_tokens 0", dict(max_new_tokens=0), ValueError, ("max_new_tokens",)),
+    Bad("first_token -1", dict(first_token=-1), ValueError, ("first_token",)),
+]
+
+
+@bad_cases(BAD_DECODE)
+def test_decode_rejects_bad_input(impl, reference, bad):
+    """decode returns all max_new_tokens tokens, first_token first: max_new_tokens < 1 (no first
+    token to return) or a negative first_token is rejected."""
+    model = _model(reference, THREE)
+    cache, first, _ = reference.get("prefill")(model, Request(1, [1, 2, 3], 2))
+    assert_rejects(impl.get("decode"), dict(model=model, cache=cache, first_token=first, max_new_tokens=2), bad)
+
+
+BAD_DECODE_WORKER = [
+    Bad("src -1", dict(src=-1), ValueError, ("src",)),
+    Bad("timeout 0", dict(timeout=0), ValueError, ("timeout",)),
+    Bad("timeout -1", dict(timeout=-1.0), ValueError, ("timeout",)),
+]
+
+
+@bad_cases(BAD_DECODE_WORKER)
+def test_decode_worker_rejects_bad_input_before_receiving(impl, reference, bad):
+    """Checked before anything is received (no process group is needed to see the error): a
+    negative src rank, a timeout <= 0."""
+    assert_rejects(impl.get("decode_worker"), dict(model=_model(reference, THREE), src=0, timeout=1.0), bad)
