@@ -21,7 +21,7 @@ from spec_tests.batching.oracles import expected_max_by_enumeration, geometric_e
 lengths_lists = st.lists(st.integers(1, 50), min_size=1, max_size=12)
 
 
-@example(lengths=[1, 3]).via("control")
+@example(lengths=[1, 3]).via("boundary: unequal lengths, 1 - 4/6 = 1/3 exactly (a float or an E[max] formula shows)")
 @given(lengths=lengths_lists)
 def test_idle_fraction_of_a_batch_is_exact(impl, lengths):
     """idle_fraction(L) = 1 - sum L / (B max L), an exact Fraction."""

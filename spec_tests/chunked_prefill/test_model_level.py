@@ -71,8 +71,8 @@ _EXAMPLES = [
 
 @example(case=_EXAMPLES[0]).via("mutant:drops_ragged_last_chunk mutant:chunk_positions_restart_at_zero")
 @example(case=_EXAMPLES[1]).via("mutant:chunk_positions_restart_at_zero")
-@example(case=_EXAMPLES[2])
-@example(case=_EXAMPLES[3])
+@example(case=_EXAMPLES[2]).via("boundary: a 1-token prompt (one chunk of 1)")
+@example(case=_EXAMPLES[3]).via("boundary: a chunk longer than the prompt (one whole chunk)")
 @given(case=prefill_cases(dtypes=("float32", "bfloat16", "float16")))
 def test_chunked_equals_whole_prefill(impl, reference, case):
     """The logits of every prompt position and the K/V the chunked prefill writes equal one whole

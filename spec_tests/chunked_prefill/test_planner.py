@@ -92,7 +92,7 @@ _PINNED = [
 
 @example(case=_PINNED[0]).via("mutant:prefill_before_decodes mutant:budget_off_by_one mutant:shortest_prefill_first")
 @example(case=_PINNED[2]).via("mutant:chunk_cap_ignored")
-@example(case=_PINNED[4])
+@example(case=_PINNED[4]).via("boundary: a cap and FCFS together (d 1, a 2, b 2)")
 @given(case=plan_cases())
 def test_plan_obeys_the_law(impl, case):
     """Every plan: at most token_budget tokens; decode-first (no prefill token while a decode is
@@ -104,8 +104,8 @@ def test_plan_obeys_the_law(impl, case):
 
 
 @pytest.mark.choice("plan_step: decodes beyond the budget -- the first ones run; the dict lists decodes, then prefills")
-@example(case=_PINNED[1])
-@example(case=_PINNED[5])
+@example(case=_PINNED[1]).via("boundary: decodes alone exceed the budget (the first ones run)")
+@example(case=_PINNED[5]).via("boundary: int request ids, decodes not sorted (the given order is kept)")
 @given(case=plan_cases())
 def test_plan_equals_the_reference(impl, reference, case):
     """The plan equals the reference's, entry order included: the first ``token_budget`` decodes in

