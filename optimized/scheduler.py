@@ -20,7 +20,7 @@ import heapq
 from collections import OrderedDict, deque
 
 from reference._checks import check_int, is_int
-from reference.scheduler import SchedulerOutput, blocks_for, check_bool, check_prompt, check_request_id
+from reference.scheduler import SchedulerOutput, blocks_for, check_bool, check_new_request, check_prompt, check_request_id
 
 __all__ = ["Scheduler"]  # the contract: what an implementation must provide
 __optional__: list[str] = []
@@ -153,20 +153,7 @@ class Scheduler:
 
     # -- requests ---------------------------------------------------------------------------
     def add_request(self, request_id, prompt, max_tokens: int) -> None:
-        check_request_id(request_id)
-        if request_id in self.requests:
-            raise ValueError(f"request_id {request_id!r} is a duplicate: it is already waiting or running")
-        prompt = check_prompt(prompt)
-        check_int("max_tokens", max_tokens, minimum=1)
-        longest = len(prompt) + max_tokens - 1  # the most tokens its KV ever holds
-        if blocks_for(longest, self.block_size) > self.num_blocks:
-            raise ValueError(f"prompt of {len(prompt)} tokens with max_tokens={max_tokens} needs "
-                             f"{blocks_for(longest, self.block_size)} blocks: longer than the whole "
-                             f"pool of {self.num_blocks} blocks")
-        if not self.enable_chunked_prefill and longest > self.max_num_batched_tokens:
-            raise ValueError(f"prompt of {len(prompt)} tokens with max_tokens={max_tokens} may need "
-                             f"{longest} tokens in one step: longer than max_num_batched_tokens="
-                             f"{self.max_num_batched_tokens} without chunked prefill")
+        prompt = check_new_request(self, request_id, prompt, max_tokens)
         self.requests[request_id] = Request(request_id, prompt, max_tokens)
         self._waiting.append(request_id)
         self._push_need(self.requests[request_id])

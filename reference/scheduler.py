@@ -277,6 +277,26 @@ class BlockPool:
             self.block_key[b] = key
 
 
+def check_new_request(scheduler, request_id, prompt, max_tokens) -> list:
+    """``add_request``'s checks against ``scheduler``'s queues and sizes (contract above); returns
+    the prompt as a list. Nothing is changed: an error leaves the queues as they were."""
+    check_request_id(request_id)
+    if request_id in scheduler.requests:
+        raise ValueError(f"request_id {request_id!r} is a duplicate: it is already waiting or running")
+    prompt = check_prompt(prompt)
+    check_int("max_tokens", max_tokens, minimum=1)
+    longest = len(prompt) + max_tokens - 1  # the most tokens its KV ever holds
+    if blocks_for(longest, scheduler.block_size) > scheduler.num_blocks:
+        raise ValueError(f"prompt of {len(prompt)} tokens with max_tokens={max_tokens} needs "
+                         f"{blocks_for(longest, scheduler.block_size)} blocks: longer than the whole "
+                         f"pool of {scheduler.num_blocks} blocks")
+    if not scheduler.enable_chunked_prefill and longest > scheduler.max_num_batched_tokens:
+        raise ValueError(f"prompt of {len(prompt)} tokens with max_tokens={max_tokens} may need "
+                         f"{longest} tokens in one step: longer than max_num_batched_tokens="
+                         f"{scheduler.max_num_batched_tokens} without chunked prefill")
+    return prompt
+
+
 class Scheduler:
     """Waiting and running queues over a KV block pool, FCFS, running first, preemption of the
     newest by recompute (module docstring: the policy and the contract)."""
@@ -316,20 +336,7 @@ class Scheduler:
 
     # -- requests ---------------------------------------------------------------------------
     def add_request(self, request_id, prompt, max_tokens: int) -> None:
-        check_request_id(request_id)
-        if request_id in self.requests:
-            raise ValueError(f"request_id {request_id!r} is a duplicate: it is already waiting or running")
-        prompt = check_prompt(prompt)
-        check_int("max_tokens", max_tokens, minimum=1)
-        longest = len(prompt) + max_tokens - 1  # the most tokens its KV ever holds
-        if blocks_for(longest, self.block_size) > self.num_blocks:
-            raise ValueError(f"prompt of {len(prompt)} tokens with max_tokens={max_tokens} needs "
-                             f"{blocks_for(longest, self.block_size)} blocks: longer than the whole "
-                             f"pool of {self.num_blocks} blocks")
-        if not self.enable_chunked_prefill and longest > self.max_num_batched_tokens:
-            raise ValueError(f"prompt of {len(prompt)} tokens with max_tokens={max_tokens} may need "
-                             f"{longest} tokens in one step: longer than max_num_batched_tokens="
-                             f"{self.max_num_batched_tokens} without chunked prefill")
+        prompt = check_new_request(self, request_id, prompt, max_tokens)
         self.requests[request_id] = Request(request_id, prompt, max_tokens)
         self._waiting.append(request_id)
 
