@@ -135,7 +135,7 @@ def test_steps_equal_the_reference_engine(impl, reference, case):
 
 @pytest.mark.choice("a sampled request draws the reference sampler's float64 uniform from its own "
                     "torch.Generator().manual_seed(seed), token after token")
-@example(case=SAMPLED).via("mutant:shared_generator mutant:one_uniform_for_the_batch")
+@example(case=SAMPLED).via("mutant:shared_generator")
 @given(case=engine_cases(max_requests=3))
 def test_sampled_tokens_equal_reference_generate_with_the_seed(impl, reference, case):
     """A sampled request's tokens equal reference.generate's with the reference sampler and
