@@ -61,7 +61,8 @@ class _Bridge(torch.autograd.Function):
     @staticmethod
     def forward(ctx, state, *inputs):
         peer, target, name, args, kwargs = state["call"]
-        value, more = peer.request("call", (target, name, args, kwargs), {"grad": True, "track": True}, extra=True)
+        opts = {"grad": True, "track": True, **({"own": True} if state["own"] else {})}
+        value, more = peer.request("call", (target, name, args, kwargs), opts, extra=True)
         sent = state["sent_ref"].get("tensors", [])
         raw = [t for t in flat_tensors(value) if not any(t is s for s in sent)]  # new tensors only
         outs = [o.detach() for o in raw]
@@ -88,9 +89,9 @@ class _Bridge(torch.autograd.Function):
         return (None,) + tuple(by_id.get(i) for i in ctx.input_ids)
 
 
-def bridge_call(peer, target, name, args, kwargs, inputs):
+def bridge_call(peer, target, name, args, kwargs, inputs, own: bool = False):
     sent_ref: dict = {}
-    state = {"call": (peer, target, name, args, kwargs), "sent_ref": sent_ref}
+    state = {"call": (peer, target, name, args, kwargs), "sent_ref": sent_ref, "own": own}
     peer._capture_sent = sent_ref
     try:
         outs = _Bridge.apply(state, *inputs)

@@ -24,7 +24,7 @@ class Proxy:
     def __getattribute__(self, name: str):
         if name.startswith("_rp_") or name in _LOCAL_NAMES:
             return object.__getattribute__(self, name)
-        if name in type(self)._rp_methods:
+        if name in type(self)._rp_methods and name not in _shadowed(self):
             return _BoundRemote(self, name)
         peer = object.__getattribute__(self, "_rp_peer")
         try:
@@ -45,9 +45,13 @@ class Proxy:
             object.__setattr__(self, name, value)
         else:
             object.__getattribute__(self, "_rp_peer").request("setattr", (self, name, value))
+            if name in type(self)._rp_methods:  # the instance now shadows the class's method
+                object.__setattr__(self, "_rp_shadowed", _shadowed(self) | {name})
 
     def __delattr__(self, name: str) -> None:
         object.__getattribute__(self, "_rp_peer").request("delattr", (self, name))
+        if name in _shadowed(self):
+            object.__setattr__(self, "_rp_shadowed", _shadowed(self) - {name})
 
     def __repr__(self) -> str:
         return _builtin(self, "repr")
@@ -89,8 +93,15 @@ def _builtin(proxy: Proxy, fname: str, *args):
     return peer.request("builtin", (fname, proxy, args))
 
 
+def _shadowed(proxy: Proxy) -> frozenset:
+    """The method names this side has since assigned on the remote instance (``obj.step = wrapper``)."""
+    return object.__getattribute__(proxy, "__dict__").get("_rp_shadowed", frozenset())
+
+
 class _BoundRemote:
-    """``proxy.method`` before it is called: one round trip for the call."""
+    """``proxy.method`` before it is called: one round trip for the call. Like a Python bound method
+    it stays the class's method when the instance attribute of that name is assigned later (a test that
+    wraps ``obj.step`` and calls the saved ``step`` from the wrapper must not call itself)."""
 
     __slots__ = ("proxy", "name")
 
@@ -99,7 +110,7 @@ class _BoundRemote:
 
     def __call__(self, *args, **kwargs):
         peer = object.__getattribute__(self.proxy, "_rp_peer")
-        return peer.call(self.proxy, self.name, args, kwargs)
+        return peer.call(self.proxy, self.name, args, kwargs, own=self.name in _shadowed(self.proxy))
 
     def __repr__(self) -> str:
         return f"<remote method {self.name} of {type(self.proxy).__qualname__}>"

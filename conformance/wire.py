@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import inspect
 import io
 import itertools
 import os
@@ -525,13 +526,17 @@ class Peer:
             self.released.append((handle, count))
 
     # ---- requests
-    def call(self, target, name: str | None, args: tuple, kwargs: dict):
-        """Call ``target`` (or its method ``name``) on the other side."""
+    def call(self, target, name: str | None, args: tuple, kwargs: dict, own: bool = False):
+        """Call ``target`` (or its method ``name``; ``own``: the method its class defines, past an
+        instance attribute of that name assigned since) on the other side."""
         if self.side == "judge" and torch.is_grad_enabled():
             grads = grad_inputs((args, kwargs))
             if grads:
-                return bridge_call(self, target, name, args, kwargs, grads)
-        return self.request("call", (target, name, args, kwargs), {"grad": torch.is_grad_enabled()})
+                return bridge_call(self, target, name, args, kwargs, grads, own)
+        opts = {"grad": torch.is_grad_enabled()}
+        if own:
+            opts["own"] = True
+        return self.request("call", (target, name, args, kwargs), opts)
 
     def request(self, op: str, body, opts: dict | None = None, extra: bool = False):
         if self.dead is not None:
@@ -643,7 +648,7 @@ class Peer:
             target, name, args, kwargs = body
             if name is not None:
                 self._check_name(name, guard)
-                fn = getattr(target, name)
+                fn = _class_method(target, name) if opts.get("own") else getattr(target, name)
             else:
                 fn = target
             with torch.set_grad_enabled(opts.get("grad", torch.is_grad_enabled())):
@@ -773,6 +778,17 @@ def _rebuild_exc(payload: dict, peer: Peer) -> BaseException:
         exc._rp_token = payload["token_out"]
         exc._rp_peer_id = id(peer)
     return exc
+
+
+def _class_method(target, name: str):
+    """``target.name`` as its class defines it, past an instance attribute of that name (see
+    ``conformance.proxy._BoundRemote``); falls back to ``getattr`` where the class has no such member."""
+    try:
+        member = inspect.getattr_static(type(target), name)
+    except AttributeError:
+        return getattr(target, name)
+    get = getattr(type(member), "__get__", None)
+    return get(member, target, type(target)) if get is not None else member
 
 
 _PLAIN_UNPICKLER = pickle.Unpickler(io.BytesIO(b""))

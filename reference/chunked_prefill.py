@@ -12,7 +12,7 @@ to every position already cached (the earlier chunks) and to itself, so the K/V 
 logits of every position are those of one whole prefill -- equal in exact arithmetic, within
 the tolerance rule in floating point (the chunks' matrix products round differently).
 
-**The step level** -- :func:`plan_step`, :func:`step_time`, :func:`simulate`. A step of an
+**The step level** -- :func:`plan_step`, :func:`step_time`, :func:`simulate_serving`. A step of an
 engine runs one forward pass over at most ``token_budget`` tokens (vLLM's
 ``max_num_batched_tokens``). The SARATHI policy builds the step
 
@@ -40,7 +40,7 @@ is longer bounds the step, plus a fixed ``overhead`` (scheduling, launches):
 An estimate, not a measurement. Attention's cost (which grows with the context) and KV reads are
 left out (the page says what this cannot see).
 
-:func:`simulate` runs a workload of ``(arrival, prompt_len, output_len)`` requests through
+:func:`simulate_serving` runs a workload of ``(arrival, prompt_len, output_len)`` requests through
 :func:`plan_step` under that cost and returns every output token's time, and each request's
 TTFT/TPOT by :func:`reference.metrics.request_metrics`. Its model, stated in full:
 
@@ -79,7 +79,7 @@ from reference._checks import check_int, check_real, check_tensor, is_int
 from reference.kv_bytes import KVCache
 from reference.metrics import RequestMetrics, request_metrics
 
-__all__ = ["chunked_prefill", "plan_step", "step_time", "simulate"]  # the contract
+__all__ = ["chunked_prefill", "plan_step", "step_time", "simulate_serving"]  # the contract
 __optional__: list[str] = []  # checked when an implementation provides them
 
 
@@ -93,7 +93,7 @@ StepCost.__doc__ = ("The step cost model's constants (seconds): ``weights`` to r
 
 @dataclass(frozen=True)
 class Simulation:
-    """What :func:`simulate` returns. ``token_times[i]``: the emission times of request ``i``'s
+    """What :func:`simulate_serving` returns. ``token_times[i]``: the emission times of request ``i``'s
     ``output_len`` tokens (workload order); ``metrics[i]``: ``request_metrics(arrival_i,
     token_times[i])``; ``step_tokens[s]``: the tokens step ``s`` ran; ``step_ends[s]``: when it
     ended."""
@@ -293,7 +293,7 @@ def check_workload(workload) -> list[tuple[float, int, int]]:
     return out
 
 
-def simulate(workload: Sequence[tuple], token_budget: int, *, chunk_size: int | None = None,
+def simulate_serving(workload: Sequence[tuple], token_budget: int, *, chunk_size: int | None = None,
              cost: StepCost = StepCost()) -> Simulation:
     """Run ``workload`` through :func:`plan_step` under :func:`step_time` (the model of the module
     doc) and return a :class:`Simulation`.

@@ -3,9 +3,10 @@ cached sequences sharing 8 system prompts (the workload of bench/cases/radix.py,
 measure the full 100 - 10,000 curve of docs/radix.md).
 
 The naive store scans every cached sequence (O(cached tokens sharing the prompt)); the tree walks
-one path (O(key length), one memcmp per node). At 300 sequences the ratio measured ~100x on the
-loaded 2-core box (docs/results/radix_speed_cpu.json); it grows linearly with the cache (~2,700x
-at 3,000 sequences). The floor sits well under, so only a regression to a scan fails it.
+one path (O(key length), one memcmp per node). At 300 sequences the ratio measured 33-36x on the
+2-core box (2026-12-06, this test; CI's 2-core runner under ``pytest -n auto`` measured about half of
+what this box does); it grows linearly with the cache (docs/radix.md). A regression to a scan is ~1x;
+the floor sits at a third of the measured ratio, so only such a regression fails it.
 
     python -m pytest bench/tests/test_bench_radix.py --benchmark-enable -s
 """
@@ -21,7 +22,7 @@ from optimized import radix as fast
 from reference import radix as ref
 
 N_SEQUENCES = 300
-SPEEDUP_FLOOR = 20.0   # measured ~100x at 300 sequences (docs/radix.md)
+SPEEDUP_FLOOR = 10.0   # measured 33-36x at 300 sequences (see the module docstring)
 
 
 @pytest.fixture(scope="module")

@@ -31,8 +31,8 @@ def c(case: WorkloadCase, tokens: int) -> float:
 
 def run(impl, reference, case: WorkloadCase):
     workload = [list(r) for r in case.requests]
-    sim = impl.get("simulate")(workload, case.token_budget, chunk_size=case.chunk_size, cost=cost_of(reference, case))
-    assert workload == [list(r) for r in case.requests], "simulate modified its workload"
+    sim = impl.get("simulate_serving")(workload, case.token_budget, chunk_size=case.chunk_size, cost=cost_of(reference, case))
+    assert workload == [list(r) for r in case.requests], "simulate_serving modified its workload"
     return sim
 
 
@@ -201,10 +201,10 @@ SIM_BAD = [
 
 @bad_cases(SIM_BAD)
 def test_simulate_rejects_bad_input(impl, bad):
-    """Malformed input to simulate raises TypeError/ValueError naming the argument (the field of a
+    """Malformed input to simulate_serving raises TypeError/ValueError naming the argument (the field of a
     request or of the cost); the workload is unchanged."""
     valid = copy.deepcopy(SIM_VALID)
-    assert_rejects(impl.get("simulate"), valid, bad)
+    assert_rejects(impl.get("simulate_serving"), valid, bad)
 
 
 STEP_BAD = [

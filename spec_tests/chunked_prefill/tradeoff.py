@@ -6,7 +6,7 @@
 The workload (fixed seed): Poisson arrivals of ``rate`` requests/s (exponential gaps); prompt
 lengths uniform on [64, 2048] tokens, output lengths uniform on [16, 256] tokens (integers, both
 ends included), drawn with ``random.Random(seed)`` in that order per request. Each budget B of
-16, 32, ..., 2048 runs it through ``reference.chunked_prefill.simulate(workload, B)`` (no chunk
+16, 32, ..., 2048 runs it through ``reference.chunked_prefill.simulate_serving(workload, B)`` (no chunk
 cap beyond the budget: SARATHI's chunk is the budget the decodes leave) under the default
 ``StepCost()`` (an 8B model on one H100: step_time(n) = max(4.8 ms, 32 us x n)), and records p50
 and p99 of TTFT and of TPOT, p99 and max of the inter-token gaps (ITL, pooled over requests)
@@ -21,7 +21,7 @@ import json
 import random
 from pathlib import Path
 
-from reference.chunked_prefill import StepCost, simulate
+from reference.chunked_prefill import StepCost, simulate_serving
 from reference.metrics import summarize
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +43,7 @@ def sweep(n: int, rate: float, seed: int) -> dict:
     workload = poisson_workload(n, rate, seed)
     rows = []
     for budget in BUDGETS:
-        sim = simulate(workload, budget)
+        sim = simulate_serving(workload, budget)
         s = summarize([(a, t) for (a, _, _), t in zip(workload, sim.token_times)], percentiles=(50, 99))
         steps = len(sim.step_tokens)
         rows.append(dict(token_budget=budget, ttft_p50=s.ttft.percentiles[50.0], ttft_p99=s.ttft.percentiles[99.0],

@@ -224,6 +224,11 @@ class StopChecker:
         self.text += self.vocab[token]
         return self
 
+    def extend(self, tokens):                      # calls its own method: an instance attribute may wrap it
+        for token in tokens:
+            self.append(token)
+        return self.text
+
 
 def summarize(requests, **kw):                     # a judge-side object's private parts are not served
     return requests.__globals__
@@ -294,6 +299,24 @@ def test_generators_callbacks_objects_and_exceptions_cross_the_boundary(mechanic
         mechanics.of("metrics").get("summarize")(lambda: 0)
     with pytest.raises(NotImplementedInImpl, match="stubbed"):
         mechanics.of("metrics").get("request_metrics")(0.0, [1.0])
+
+
+def test_a_saved_method_stays_the_class_method_when_the_instance_attribute_is_wrapped(mechanics):
+    """Python's bound-method semantics across the boundary: ``saved = obj.m; obj.m = wrapper`` then
+    ``wrapper`` calling ``saved`` runs the class's ``m`` (not ``wrapper`` again, which would recurse),
+    the submission's own ``self.m()`` calls reach ``wrapper``, and deleting the attribute restores ``m``."""
+    checker = mechanics.of("stopping").get("StopChecker")(None, {0: "a", 1: "b"})
+    saved, calls = checker.append, []
+
+    def counting(token):
+        calls.append(token)
+        return saved(token)
+
+    checker.append = counting
+    assert checker.extend([0, 1, 0]) == "aba" and calls == [0, 1, 0]
+    assert checker.append(1).text == "abab" and calls == [0, 1, 0, 1]
+    del checker.append
+    assert checker.extend([1]) == "ababb" and calls == [0, 1, 0, 1]
 
 
 def test_autograd_runs_through_the_boundary(mechanics):
