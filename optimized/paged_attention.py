@@ -74,8 +74,12 @@ if triton is not None:
                       sq_b, sq_n, sq_h, sk_blk, sk_slot, sk_h, sv_blk, sv_slot, sv_h, sbt_b,
                       so_b, so_n, so_h, sl_b, sl_n, sl_h,
                       q_len, q_heads, group, left, split_len, qk_scale,
+                      KS, VS, sks_blk, sks_slot, sks_h, svs_blk, svs_slot, svs_h,
                       HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
-                      BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, SPLIT: tl.constexpr):
+                      BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, SPLIT: tl.constexpr,
+                      QUANT: tl.constexpr = 0):
+        # QUANT (optimized/kv_quant.py): 0 a float cache; 1 float8_e4m3fn codes, 2 int8 codes, each
+        # token-head's float32 scale at KS/VS[block, slot, head] (the same block table).
         pid_s = tl.program_id(0)
         off_kvh = tl.program_id(1)
         off_b = tl.program_id(2)
@@ -120,14 +124,29 @@ if triton is not None:
                         mask=kv_mask, other=0.0)
             v = tl.load(v_head + (block * sv_blk + slot * sv_slot)[:, None] + offs_d[None, :],
                         mask=kv_mask, other=0.0)
+            if QUANT:   # dequantise in registers: codes -> q's dtype exactly, scales fold into qk and p
+                k_sc = tl.load(KS + off_kvh.to(tl.int64) * sks_h + block * sks_blk + slot * sks_slot,
+                               mask=key_ok, other=0.0)
+                v_sc = tl.load(VS + off_kvh.to(tl.int64) * svs_h + block * svs_blk + slot * svs_slot,
+                               mask=key_ok, other=0.0)
+                if QUANT == 2:   # int8 -> float32 first (every int8 is exact there and in bf16/fp16)
+                    k = k.to(tl.float32)
+                    v = v.to(tl.float32)
+                k = k.to(Q.dtype.element_ty)
+                v = v.to(Q.dtype.element_ty)
             qk = tl.dot(q, tl.trans(k))
+            if QUANT:
+                qk = qk * k_sc[None, :]
             visible = key_ok[None, :] & (keys[None, :] <= pos[:, None]) & (keys[None, :] >= pos[:, None] - left)
             qk = tl.where(visible, qk * qk_scale, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             m_use = tl.where(m_ij == float("-inf"), 0.0, m_ij)   # a row that has seen nothing yet
             p = tl.math.exp2(qk - m_use[:, None])
             alpha = tl.math.exp2(m_i - m_use)                   # rescale what came before
-            acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+            if QUANT:   # sum_j p_j (c_j s_j) = sum_j (p_j s_j) c_j
+                acc = tl.dot((p * v_sc[None, :]).to(v.dtype), v, acc * alpha[:, None])
+            else:
+                acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
             m_i = m_ij
 
@@ -229,9 +248,11 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
 
 
 def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, window, *,
-                  config=None, splits=None):
+                  config=None, splits=None, k_scale=None, v_scale=None):
     """Launch the kernels on checked inputs. ``q4`` is (batch, q_len, q_heads, head_dim); ``lens``
-    the host copy of ``seq_lens``. Returns (out like q4, lse (batch, q_len, q_heads) float32)."""
+    the host copy of ``seq_lens``. Returns (out like q4, lse (batch, q_len, q_heads) float32).
+    With ``k_scale``/``v_scale`` (num_blocks, block_size, kv_heads) float32 the caches hold
+    float8_e4m3fn or int8 codes (optimized/kv_quant.py), dequantised in registers."""
     batch, q_len, q_heads, head_dim = q4.shape
     block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
     group = q_heads // kv_heads
@@ -252,6 +273,10 @@ def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, win
     if q4.is_cuda and block_m >= 64:  # many speculative rows: more warps for the larger tiles
         cfg["num_warps"] = max(cfg["num_warps"], 8)
     left = UNBOUNDED if window is None else min(int(window), UNBOUNDED)
+    quant = 0 if k_scale is None else (2 if k_cache.dtype == torch.int8 else 1)
+    ks, vs = (q4, q4) if k_scale is None else (k_scale, v_scale)
+    s_ks = (0, 0, 0) if k_scale is None else k_scale.stride()
+    s_vs = (0, 0, 0) if k_scale is None else v_scale.stride()
     with torch.cuda.device(q4.device) if q4.is_cuda else contextlib.nullcontext():
         _split_kernel[(n_splits, kv_heads, batch)](
             q4, k_cache, v_cache, block_tables, seq_lens, out, lse, o_part, lse_part,
@@ -260,8 +285,9 @@ def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, win
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
             out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), lse.stride(2),
             q_len, q_heads, group, left, split_len, scale * LOG2E,
+            ks, vs, *s_ks, *s_vs,
             HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n,
-            BLOCK_SIZE=block_size, SPLIT=split, **cfg)
+            BLOCK_SIZE=block_size, SPLIT=split, QUANT=quant, **cfg)
         if split:
             _merge_kernel[(q_heads, q_len, batch)](
                 o_part, lse_part, out, lse, n_splits,
