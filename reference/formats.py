@@ -150,7 +150,8 @@ CODE_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
 
 
 # --- argument checks --------------------------------------------------------------------------
-def _format(fmt, table=None, what: str = "an element format"):
+def check_format(fmt, table=None, what: str = "an element format"):
+    """The Format (or BlockFormat, from ``table``) named ``fmt``; TypeError / ValueError naming fmt."""
     table = FORMATS if table is None else table
     if not isinstance(fmt, str):
         raise TypeError(f"fmt must be a str naming {what}, got {fmt!r}")
@@ -159,13 +160,13 @@ def _format(fmt, table=None, what: str = "an element format"):
     return table[fmt]
 
 
-def _check_bool(name: str, value) -> bool:
+def check_bool(name: str, value) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name} must be a bool, got {value!r}")
     return value
 
 
-def _check_out_dtype(dtype) -> torch.dtype:
+def check_out_dtype(dtype) -> torch.dtype:
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype, got {dtype!r}")
     if dtype not in (torch.float32, torch.float64):
@@ -173,7 +174,7 @@ def _check_out_dtype(dtype) -> torch.dtype:
     return dtype
 
 
-def _check_codes(codes, f: Format, name: str = "codes") -> torch.Tensor:
+def check_codes(codes, f: Format, name: str = "codes") -> torch.Tensor:
     check_tensor(name, codes)
     if codes.dtype not in CODE_DTYPES:
         raise TypeError(f"{name} must be an integer tensor (uint8/int8/int16/int32/int64), got {codes.dtype}")
@@ -285,8 +286,8 @@ def encode(x: torch.Tensor, fmt: str, *, saturate: bool = False) -> torch.Tensor
     naming ``x``; ``fmt`` not a str -> ``TypeError``, unknown -> ``ValueError`` naming ``fmt``;
     ``saturate`` not a bool -> ``TypeError`` naming it."""
     check_tensor("x", x, dtypes=FLOAT_DTYPES)
-    f = _format(fmt)
-    _check_bool("saturate", saturate)
+    f = check_format(fmt)
+    check_bool("saturate", saturate)
     if not f.has_nan and bool(torch.isnan(x).any()):
         raise ValueError(f"x holds NaN, which {f.name} cannot encode (it has no NaN code)")
     x = x.to(torch.float64)
@@ -331,9 +332,9 @@ def decode(codes: torch.Tensor, fmt: str, *, dtype: torch.dtype = torch.float64)
     Bad input: ``codes`` not a tensor or not an integer dtype -> ``TypeError``, an entry outside
     [0, 2^bits) -> ``ValueError``, each naming ``codes``; ``fmt`` as in ``encode``; ``dtype`` not
     a torch.dtype -> ``TypeError``, not float32/float64 -> ``ValueError``, naming ``dtype``."""
-    f = _format(fmt)
-    _check_codes(codes, f)
-    _check_out_dtype(dtype)
+    f = check_format(fmt)
+    check_codes(codes, f)
+    check_out_dtype(dtype)
     c = codes.to(torch.int64)
     if f.is_int:
         value = torch.where(c >= 1 << (f.bits - 1), c - (1 << f.bits), c).to(torch.float64)
@@ -347,7 +348,7 @@ def representable(fmt: str) -> torch.Tensor:
     values (zero once, as +0.0; no Inf, no NaN). E.g. ``fp4_e2m1``: -6, -4, -3, -2, -1.5, -1,
     -0.5, 0, 0.5, 1, 1.5, 2, 3, 4, 6 (15 values); ``fp8_e4m3``: 253; ``int4``: -8..7.
     Bad input: ``fmt`` as in ``encode``."""
-    f = _format(fmt)
+    f = check_format(fmt)
     values = decode(torch.arange(1 << f.bits), fmt)
     values = values[torch.isfinite(values)] + 0.0       # + 0.0 turns -0.0 into +0.0
     return torch.unique(values)                         # sorted
@@ -385,10 +386,15 @@ def _quantize_mx(blocks: torch.Tensor, bf: BlockFormat):
 
 def _nvfp4_tensor_scale(blocks: torch.Tensor, tensor_scale) -> float:
     """s = fl32(amax / (6 * 448)), 1 when that is 0; a given ``tensor_scale`` rounded to float32."""
-    if tensor_scale is None:
+    given = tensor_scale is not None
+    if not given:
         amax = float(blocks.abs().max()) if blocks.numel() else 0.0
         tensor_scale = amax / NVFP4_RANGE
     s = float(torch.tensor(tensor_scale, dtype=torch.float64).to(torch.float32))
+    if given and not 0 < s < math.inf:
+        raise ValueError(f"tensor_scale must be a positive float32 value, got {tensor_scale!r} (rounds to {s})")
+    if s == float("inf"):
+        raise ValueError(f"x's amax {tensor_scale * NVFP4_RANGE:g} is beyond a float32 tensor scale's range (amax / 2688 > 3.4e38)")
     return s if s > 0 else 1.0
 
 
@@ -426,7 +432,7 @@ def quantize_blocks(x: torch.Tensor, fmt: str, *, tensor_scale: float | None = N
     not a block format -> ``ValueError``. ``tensor_scale`` not a real -> ``TypeError``, <= 0,
     not finite or given for an MX format -> ``ValueError``, naming ``tensor_scale``."""
     check_tensor("x", x, dtypes=FLOAT_DTYPES)
-    bf = _format(fmt, BLOCK_FORMATS, "a block format")
+    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
     if tensor_scale is not None:
         check_real("tensor_scale", tensor_scale)
         if not bf.tensor_scale:
@@ -458,9 +464,9 @@ def dequantize_blocks(codes: torch.Tensor, scales: torch.Tensor, tensor_scale, f
     -> ``ValueError`` naming ``scales``; a last dimension not a multiple of the block ->
     ``ValueError`` naming ``codes``; ``tensor_scale`` not a real or 0-d tensor -> ``TypeError``,
     <= 0 or not finite -> ``ValueError``, naming it; ``fmt``, ``dtype`` as in ``decode``."""
-    bf = _format(fmt, BLOCK_FORMATS, "a block format")
-    _check_codes(codes, FORMATS[bf.element])
-    _check_codes(scales, FORMATS[bf.scale], "scales")
+    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
+    check_codes(codes, FORMATS[bf.element])
+    check_codes(scales, FORMATS[bf.scale], "scales")
     if isinstance(tensor_scale, torch.Tensor):
         if tensor_scale.dim() != 0 or not tensor_scale.is_floating_point():
             raise TypeError(f"tensor_scale must be a real or a 0-d float tensor, got {tensor_scale!r}")
@@ -468,7 +474,7 @@ def dequantize_blocks(codes: torch.Tensor, scales: torch.Tensor, tensor_scale, f
     s = check_real("tensor_scale", tensor_scale, minimum=0.0)
     if s == 0:
         raise ValueError("tensor_scale must be > 0, got 0")
-    _check_out_dtype(dtype)
+    check_out_dtype(dtype)
     if codes.dim() < 1 or codes.shape[-1] % bf.block:
         raise ValueError(f"codes' last dimension must be a multiple of {bf.name}'s block size "
                          f"{bf.block}, got shape {tuple(codes.shape)}")
