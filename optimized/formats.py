@@ -90,6 +90,11 @@ def _encode_bits(x: torch.Tensor, f: Format, saturate: bool) -> torch.Tensor:
     return code | (negative.to(torch.int64) << (f.bits - 1))
 
 
+def _raw_sign(x: torch.Tensor) -> torch.Tensor:
+    """The sign bit of x as stored (a NaN's too: widening a float16 NaN may drop it)."""
+    return x.view(torch.int32 if x.element_size() == 4 else torch.int16) < 0
+
+
 def _encode_cast(x: torch.Tensor, f: Format, saturate: bool) -> torch.Tensor:
     """float32/float16/bfloat16 into fp8/bf16/fp16 through torch's cast (one rounding of a float32)."""
     y = x if x.dtype == torch.float32 else x.to(torch.float32)
@@ -99,18 +104,18 @@ def _encode_cast(x: torch.Tensor, f: Format, saturate: bool) -> torch.Tensor:
     if f.bits == 8:
         code = y.to(_TORCH_DTYPE[f.name]).view(torch.uint8)
         if not saturate and not f.has_inf:                  # e4m3: a rounding past 448 is NaN
-            near = (code & 0x7F) == 0x7E                    # torch may have saturated these
+            near = (code & 0x7F) == _max_code(f)            # torch may have saturated these
             if bool(near.any()):
                 over = near & (y.abs() > limit + _half_step_at_max(f))
                 code = torch.where(over, code | 0x7F, code)
-        if f.has_inf:                                        # e5m2: every code above Inf is NaN
-            nan = (code & 0x7F) > ((1 << f.exp_bits) - 1) << f.man_bits
-            code = torch.where(nan, (code & 0x80) | _nan_code(f), code)
-        return code
-    code = y.to(_TORCH_DTYPE[f.name]).view(torch.int16).to(torch.int32) & 0xFFFF
-    nan = torch.isnan(y)
+        if x.dtype == torch.float32:                        # torch's NaN keeps a float32's sign
+            nan = (code & 0x7F) > (((1 << f.exp_bits) - 1) << f.man_bits if f.has_inf else _max_code(f))
+            return torch.where(nan, (code & 0x80) | _nan_code(f), code)
+    else:
+        code = y.to(_TORCH_DTYPE[f.name]).view(torch.int16).to(torch.int32) & 0xFFFF
+    nan = torch.isnan(x)
     if bool(nan.any()):
-        code = torch.where(nan, _nan_code(f) | (torch.signbit(y).to(torch.int32) << 15), code)
+        code = torch.where(nan, _nan_code(f) | (_raw_sign(x).to(code.dtype) << (f.bits - 1)), code)
     return code
 
 

@@ -1,0 +1,108 @@
+"""Planted bugs of `formats` (each must make a formats test fail): one-line slips of the kind a
+careful engineer makes when writing a number format by hand."""
+from conformance.declarations import Patch
+
+MUTANTS = [
+    Patch("round_half_away",
+          "Rounds half away from zero (floor(v + 0.5), C's round()) instead of half to even: every "
+          "float midpoint with an odd lower neighbour is right, every other one is wrong.",
+          "    return torch.round(a / step) * step            # torch.round: round half to even\n",
+          "    return torch.floor(a / step + 0.5) * step\n"),
+    Patch("overflow_before_rounding",
+          "Overflow is decided on |x| before rounding: 449 becomes NaN in fp8_e4m3 (it rounds to "
+          "448), 65505 becomes Inf in fp16.",
+          "    over = q > f.max_finite                             # an overflow after rounding, or an Inf\n",
+          "    over = x.abs() > f.max_finite\n"),
+    Patch("e4m3_overflow_saturates",
+          "'No Inf, so saturate': fp8_e4m3 saturates on overflow by default (torch's CPU cast) "
+          "instead of giving NaN as the contract states for saturate=False.",
+          "    saturates = saturate or not f.has_nan              # fp4_e2m1 has no Inf and no NaN\n",
+          "    saturates = saturate or not f.has_inf\n"),
+    Patch("saturate_ignored",
+          "The saturate flag is dropped: saturate=True still overflows to Inf / NaN.",
+          "    saturates = saturate or not f.has_nan              # fp4_e2m1 has no Inf and no NaN\n",
+          "    saturates = not f.has_nan\n"),
+    Patch("negative_zero_dropped",
+          "The sign is taken as x < 0: -0.0 and negative values that round to zero lose their sign.",
+          "    negative = torch.signbit(x)\n    finite = torch.isfinite(x)\n",
+          "    negative = x < 0\n    finite = torch.isfinite(x)\n"),
+    Patch("e8m0_bias_126",
+          "E8M0's bias written as 126 (FP32's exponent range remembered as [-126, 127]): every scale "
+          "decodes to twice its value.",
+          '    Format("e8m0", 8, 8, 0, 127, signed=False),\n',
+          '    Format("e8m0", 8, 8, 0, 126, signed=False),\n'),
+    Patch("e4m3_nan_is_inf_pattern",
+          "fp8_e4m3 read as an IEEE-style format (E4M3 of the FP8 paper's 'ieee' variant): the top "
+          "exponent holds Inf/NaN, so 256..448 are lost and max is 240.",
+          '    Format("fp8_e4m3", 8, 4, 3, 7),\n',
+          '    Format("fp8_e4m3", 8, 4, 3, 7, has_inf=True),\n'),
+    Patch("fp4_subnormal_as_normal",
+          "Subnormals decoded with exponent E - bias = -bias instead of 1 - bias: FP4's 0.5 "
+          "decodes to 0.25, E4M3's smallest subnormal to 2^-10.",
+          "    value = torch.where(biased == 0, 2.0 ** (1 - f.bias) * mantissa,\n",
+          "    value = torch.where(biased == 0, 2.0 ** (0 - f.bias) * mantissa,\n"),
+    Patch("int4_symmetric_range",
+          "Signed integers clamped to the symmetric range [-(2^(b-1) - 1), 2^(b-1) - 1] (a "
+          "weight-quantisation habit): int4 -8 and int8 -128 saturate to -7 / -127.",
+          "        return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1\n",
+          "        return -(1 << (self.bits - 1)) + 1, (1 << (self.bits - 1)) - 1\n"),
+    Patch("int4_offset_binary",
+          "Integer codes stored offset-binary (n + 2^(b-1)) instead of two's complement.",
+          "    return n % (1 << f.bits)                            # two's complement bit pattern\n",
+          "    return n + (1 << (f.bits - 1))\n"),
+    Patch("e8m0_ties_to_even_code",
+          "E8M0 ties go down (to the smaller power): 1.5 encodes as 1.0, not 2.0.",
+          "    e = torch.where(a / torch.exp2(e) >= 1.5, e + 1, e)\n",
+          "    e = torch.where(a / torch.exp2(e) > 1.5, e + 1, e)\n"),
+    Patch("e8m0_zero_is_smallest",
+          "E8M0 takes 0 to its smallest scale instead of NaN (it has no zero).",
+          "    ok = torch.isfinite(x) & (x > 0)\n",
+          "    ok = torch.isfinite(x) & (x >= 0)\n"),
+    # block scaling
+    Patch("mx_scale_without_emax",
+          "The MX shared exponent is floor(log2(amax)) without subtracting emax_elem: every block "
+          "is scaled so amax lands at 1, wasting the element's range.",
+          "    e = torch.where(amax > 0, _exponent(torch.where(amax > 0, amax, 1.0)) - bf.emax_elem, -127.0)\n",
+          "    e = torch.where(amax > 0, _exponent(torch.where(amax > 0, amax, 1.0)), -127.0)\n"),
+    Patch("mx_scale_uses_log2",
+          "The MX shared exponent from floor(log2(amax)): log2 rounds up just below a power of two, "
+          "so the scale is one binade too large there.",
+          "    e = torch.where(amax > 0, _exponent(torch.where(amax > 0, amax, 1.0)) - bf.emax_elem, -127.0)\n",
+          "    e = torch.where(amax > 0, torch.floor(torch.log2(torch.where(amax > 0, amax, 1.0))) - bf.emax_elem, -127.0)\n"),
+    Patch("mx_elements_not_saturated",
+          "MX elements are encoded without saturation: V_i / X up to 2^(emax+1) overflows E4M3 to "
+          "NaN and E5M2 to Inf.",
+          "    codes = encode(scaled, bf.element, saturate=True)\n",
+          "    codes = encode(scaled, bf.element)\n"),
+    Patch("mx_inf_block_finite_scale",
+          "Only NaN marks a block special: a block with +-Inf gets a finite scale from amax = Inf.",
+          "    special = ~torch.isfinite(blocks).all(dim=-1)\n",
+          "    special = torch.isnan(blocks).any(dim=-1)\n"),
+    Patch("mx_block_size_16",
+          "MXFP8 E4M3 blocks of 16 (NVFP4's size) instead of the OCP MX 32.",
+          '    BlockFormat("mxfp8_e4m3", "fp8_e4m3", "e8m0", 32, emax_elem=8),\n',
+          '    BlockFormat("mxfp8_e4m3", "fp8_e4m3", "e8m0", 16, emax_elem=8),\n'),
+    Patch("nvfp4_block_size_32",
+          "NVFP4 blocks of 32 (MX's size) instead of 16.",
+          '    BlockFormat("nvfp4", "fp4_e2m1", "fp8_e4m3", 16, tensor_scale=True),\n',
+          '    BlockFormat("nvfp4", "fp4_e2m1", "fp8_e4m3", 32, tensor_scale=True),\n'),
+    Patch("nvfp4_global_scale_448",
+          "The NVFP4 tensor scale maps amax onto E4M3's max only (amax / 448), forgetting FP4's 6.",
+          "NVFP4_RANGE = 6.0 * 448.0",
+          "NVFP4_RANGE = 448.0"),
+    Patch("nvfp4_scale_not_saturated",
+          "The E4M3 block scale is encoded without saturation: a block whose amax / (6 s) rounds "
+          "past 448 (a given tensor_scale, or s rounded down) gets a NaN scale.",
+          "    scale_codes = encode(amax / (6.0 * s), bf.scale, saturate=True)\n",
+          "    scale_codes = encode(amax / (6.0 * s), bf.scale)\n"),
+    # optimized
+    Patch("float64_through_float32",
+          "float64 inputs take torch's cast, which goes through float32: two roundings "
+          "(1 + 2^-8 + 2^-52 becomes bf16 1.0 instead of 1 + 2^-7).",
+          "    if f.name in _TORCH_DTYPE and x.dtype != torch.float64:\n",
+          "    if f.name in _TORCH_DTYPE:\n", module="optimized"),
+    Patch("e4m3_max_code_off_by_one",
+          "E4M3's largest finite code taken as 0x7F (the NaN code) in the bit path.",
+          "        return (top << f.man_bits) | ((1 << f.man_bits) - 2)\n",
+          "        return (top << f.man_bits) | ((1 << f.man_bits) - 1)\n", module="optimized"),
+]
