@@ -29,8 +29,10 @@ What changes against the reference loop:
   ``max_num_seqs``) over static input buffers; padding rows have ``seq_len`` 0 (paged attention
   then reads nothing) and write to a scratch slot past the pool.
 
-The scheduler is the reference's (``reference.scheduler.Scheduler``: its step cost is not what
-bounds an engine step). Prefix caching is the scheduler's block-hash pool (vLLM v1's design);
+The scheduler is ``optimized.scheduler.Scheduler`` (the reference's decisions, flat step cost in
+the waiting queue's length). A step's metadata (tokens, positions, slot mapping, tables, lengths)
+is built as host ints and copied to the device in a few transfers, never one small tensor per
+request. Prefix caching is the scheduler's block-hash pool (vLLM v1's design);
 ``optimized/radix.py`` (SGLang's radix tree) is the alternative design and is not used here.
 
 Numerics: on float32/float64 models the attention kernels take the reference's PyTorch path and
@@ -45,6 +47,7 @@ import torch
 from optimized.flash_attention import attention_varlen
 from optimized.paged_attention import paged_attention
 from optimized.sampling import sample
+from optimized.scheduler import Scheduler
 from optimized.stopping import StopChecker
 from reference.engine import Engine as _ReferenceEngine
 from reference.engine import RequestOutput
@@ -63,6 +66,9 @@ class Engine(_ReferenceEngine):
         super().__init__(model, num_blocks=num_blocks, block_size=block_size,
                          max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                          enable_chunked_prefill=enable_chunked_prefill, enable_prefix_caching=enable_prefix_caching)
+        self.scheduler = Scheduler(num_blocks, block_size, max_num_batched_tokens, max_num_seqs,
+                                   enable_chunked_prefill=enable_chunked_prefill,
+                                   enable_prefix_caching=enable_prefix_caching)
         c = self.config
         # one spare block past the pool: the scratch slots CUDA-graph padding rows write to
         shape = (c.n_layers, num_blocks + 1, block_size, c.n_kv_heads, c.head_dim)
@@ -131,11 +137,11 @@ class Engine(_ReferenceEngine):
         return sample(logits, params, uniforms=u).tolist()
 
     # --- the packed forward -------------------------------------------------------------------
-    def slot_mapping(self, rid, start: int, stop: int) -> torch.Tensor:
-        """Flat pool slots (block * block_size + offset) of positions start..stop-1 of ``rid``."""
-        table = torch.tensor(self.tables[rid], dtype=torch.long, device=self.device)
-        positions = torch.arange(start, stop, device=self.device)
-        return table[positions // self.block_size] * self.block_size + positions % self.block_size
+    def slot_mapping(self, rid, start: int, stop: int) -> list[int]:
+        """Flat pool slots (block * block_size + offset) of positions start..stop-1 of ``rid``, as
+        host ints: a step's metadata is built on the host and copied to the device once."""
+        table, size = self.tables[rid], self.block_size
+        return [table[j // size] * size + j % size for j in range(start, stop)]
 
     def forward(self, ids: list, starts: list[int], chunks: list[list[int]]) -> torch.Tensor:
         """Logits (len(ids), vocab) of the last scheduled token of each request; writes the K/V of
@@ -144,41 +150,69 @@ class Engine(_ReferenceEngine):
         if self.use_cuda_graphs and all(n == 1 for n in lengths) and len(ids) <= self.max_num_seqs:
             return self.decode_graph(ids, starts, chunks)
         dev = self.device
+        first = [0]                                   # each request's first packed row
+        for n in lengths:
+            first.append(first[-1] + n)
         tokens = torch.tensor([t for c in chunks for t in c], dtype=torch.long, device=dev)
-        positions = torch.cat([torch.arange(s, s + n, device=dev) for s, n in zip(starts, lengths)])
-        slots = torch.cat([self.slot_mapping(rid, s, s + n) for rid, s, n in zip(ids, starts, lengths)])
+        positions = torch.tensor([j for s, n in zip(starts, lengths) for j in range(s, s + n)], device=dev)
+        slots = torch.tensor([x for rid, s, n in zip(ids, starts, lengths) for x in self.slot_mapping(rid, s, s + n)],
+                             dtype=torch.long, device=dev)
         decode = [i for i, n in enumerate(lengths) if n == 1 and starts[i] > 0]
-        prefill = [i for i in range(len(ids)) if i not in set(decode)]
-        rows = torch.tensor(lengths, device=dev).cumsum(0)
-        plan = dict(decode=decode, prefill=prefill, rows=rows - torch.tensor(lengths, device=dev))
+        prefill = [i for i, n in enumerate(lengths) if not (n == 1 and starts[i] > 0)]
+        attend = self.eager_attention(ids, starts, lengths, first, decode, prefill)
+        h = self.packed_forward(tokens, positions, slots, attend)
+        return self.logits(h[torch.tensor(first[1:], device=dev) - 1])
+
+    def eager_attention(self, ids, starts, lengths, first, decode, prefill):
+        """``attend(q, layer)`` of a mixed step: decode rows through paged attention straight from the
+        block tables, prefill rows through FlashAttention varlen over their gathered context."""
+        dev, k_flat, v_flat = self.device, self.flat_pools()[0], self.flat_pools()[1]
         if decode:
             width = max(len(self.tables[ids[i]]) for i in decode)
-            plan["tables"] = torch.tensor([self.tables[ids[i]] + [0] * (width - len(self.tables[ids[i]]))
-                                           for i in decode], dtype=torch.int32, device=dev)
-            plan["seq_lens"] = torch.tensor([starts[i] + 1 for i in decode], dtype=torch.int32, device=dev)
+            decode_rows = torch.tensor([first[i] for i in decode], device=dev)
+            tables = torch.tensor([self.tables[ids[i]] + [0] * (width - len(self.tables[ids[i]])) for i in decode],
+                                  dtype=torch.int32, device=dev)
+            seq_lens = torch.tensor([starts[i] + 1 for i in decode], dtype=torch.int32, device=dev)
         if prefill:
             ctx = [starts[i] + lengths[i] for i in prefill]
-            plan["context"] = torch.cat([self.slot_mapping(ids[i], 0, c) for i, c in zip(prefill, ctx)])
-            plan["cu_q"] = torch.tensor([0] + [lengths[i] for i in prefill], device=dev).cumsum(0).to(torch.int32)
-            plan["cu_k"] = torch.tensor([0] + ctx, device=dev).cumsum(0).to(torch.int32)
-            plan["prefill_rows"] = torch.cat([torch.arange(int(plan["rows"][i]), int(plan["rows"][i]) + lengths[i],
-                                                           device=dev) for i in prefill])
-        h = self.packed_forward(tokens, positions, slots, plan)
-        return self.logits(h[rows - 1])
+            context = torch.tensor([x for i, c in zip(prefill, ctx) for x in self.slot_mapping(ids[i], 0, c)],
+                                   dtype=torch.long, device=dev)
+            cu_q = torch.tensor([0] + [lengths[i] for i in prefill], device=dev).cumsum(0).to(torch.int32)
+            cu_k = torch.tensor([0] + ctx, device=dev).cumsum(0).to(torch.int32)
+            prefill_rows = torch.tensor([j for i in prefill for j in range(first[i], first[i] + lengths[i])], device=dev)
+
+        def attend(q, layer):
+            out = torch.empty_like(q)
+            if decode:
+                out[decode_rows] = paged_attention(q[decode_rows], self.k_pool[layer], self.v_pool[layer], tables,
+                                                   seq_lens)
+            if prefill:
+                out[prefill_rows] = attention_varlen(q[prefill_rows], k_flat[layer, context], v_flat[layer, context],
+                                                     cu_q, cu_k, causal=True)
+            return out
+        return attend
+
+    def flat_pools(self):
+        """The pools as (layers, slots, kv_heads, head_dim): a slot mapping indexes them directly."""
+        c = self.config
+        return (self.k_pool.view(c.n_layers, -1, c.n_kv_heads, c.head_dim),
+                self.v_pool.view(c.n_layers, -1, c.n_kv_heads, c.head_dim))
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
         m = self.model
         return m.lm_head(m.model.norm(h[None]))[0]
 
-    def packed_forward(self, tokens, positions, slots, plan) -> torch.Tensor:
-        """The decoder over packed rows (total, dim); attention rows split into decode and prefill."""
+    def packed_forward(self, tokens, positions, slots, attend) -> torch.Tensor:
+        """The decoder over packed rows (total, dim): RoPE at ``positions``, the new K/V scattered to
+        ``slots`` of the pools, attention by ``attend(q, layer)`` (eager: decode and prefill rows
+        apart; in a CUDA graph: the unchecked paged kernel). No host sync: it is also what a decode
+        graph captures."""
         m, c = self.model, self.config
         total = tokens.shape[0]
         cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, m.dtype)
         cos, sin = cos[:, None], sin[:, None]                          # (total, 1, head_dim)
         h = m.model.embed_tokens(tokens[None])                          # (1, total, dim)
-        k_flat = self.k_pool.view(c.n_layers, -1, c.n_kv_heads, c.head_dim)
-        v_flat = self.v_pool.view(c.n_layers, -1, c.n_kv_heads, c.head_dim)
+        k_flat, v_flat = self.flat_pools()
         for layer, block in enumerate(m.model.layers):
             attn, x = block.self_attn, block.input_layernorm(h)
             q = attn.q_proj(x).view(total, c.n_heads, c.head_dim)
@@ -187,20 +221,27 @@ class Engine(_ReferenceEngine):
             q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
             k_flat[layer, slots] = k
             v_flat[layer, slots] = v
-            out = torch.empty_like(q)
-            if plan["decode"]:
-                rows = plan["rows"][plan["decode"]]
-                out[rows] = paged_attention(q[rows], self.k_pool[layer], self.v_pool[layer], plan["tables"],
-                                            plan["seq_lens"])
-            if plan["prefill"]:
-                rows, ctx = plan["prefill_rows"], plan["context"]
-                out[rows] = attention_varlen(q[rows], k_flat[layer, ctx], v_flat[layer, ctx], plan["cu_q"],
-                                             plan["cu_k"], causal=True)
-            h = h + attn.o_proj(out.view(1, total, c.n_heads * c.head_dim))
+            out = attend(q, layer)
+            h = h + attn.o_proj(out.reshape(1, total, c.n_heads * c.head_dim))
             h = h + block.mlp(block.post_attention_layernorm(h))
         return h[0]
 
     # --- CUDA graphs for decode ---------------------------------------------------------------
+    def warmup(self) -> list[int]:
+        """Capture the decode graph of every padded batch size now (vLLM captures its graphs at
+        start-up) instead of at the first step that needs each; returns the sizes captured (none on
+        CPU or without ``use_cuda_graphs``). Changes no request state."""
+        if not self.use_cuda_graphs:
+            return []
+        size = 1
+        while True:
+            size = min(size, self.max_num_seqs)
+            if size not in self.graphs:
+                self.graphs[size] = self.capture(size)
+            if size == self.max_num_seqs:
+                return sorted(self.graphs)
+            size *= 2
+
     def decode_graph(self, ids, starts, chunks) -> torch.Tensor:
         """A decode-only step replayed from a CUDA graph of its padded batch size (module doc)."""
         batch = len(ids)
@@ -211,42 +252,42 @@ class Engine(_ReferenceEngine):
         if size not in self.graphs:
             self.graphs[size] = self.capture(size)
         g = self.graphs[size]
-        width = g["tables"].shape[1]
+        width, pad_block = g["tables"].shape[1], self.num_blocks
         scratch = self.num_blocks * self.block_size                     # the spare block's first slot
-        g["tokens"].zero_()
-        g["positions"].zero_()
-        g["slots"].fill_(scratch)
-        g["seq_lens"].zero_()
-        g["tables"].fill_(self.num_blocks)
-        g["tokens"][:batch] = torch.tensor([c[0] for c in chunks], device=self.device)
-        g["positions"][:batch] = torch.tensor(starts, device=self.device)
-        g["slots"][:batch] = torch.cat([self.slot_mapping(rid, s, s + 1) for rid, s in zip(ids, starts)])
-        g["seq_lens"][:batch] = torch.tensor([s + 1 for s in starts], dtype=torch.int32, device=self.device)
-        g["tables"][:batch] = torch.tensor([t + [self.num_blocks] * (width - len(t))
-                                            for t in (self.tables[rid] for rid in ids)],
-                                           dtype=torch.int32, device=self.device)
+        longs = [[c[0] for c in chunks] + [0] * (size - batch), starts + [0] * (size - batch),
+                 [self.slot_mapping(rid, s, s + 1)[0] for rid, s in zip(ids, starts)] + [scratch] * (size - batch)]
+        ints = [s + 1 for s in starts] + [0] * (size - batch)
+        for rid in ids:
+            table = self.tables[rid]
+            ints += table
+            ints += [pad_block] * (width - len(table))
+        ints += [pad_block] * (width * (size - batch))
+        g["longs"].copy_(torch.tensor(longs, dtype=torch.long))         # two host-to-device copies a step
+        g["ints"].copy_(torch.tensor(ints, dtype=torch.int32))
         g["graph"].replay()
         return g["logits"][:batch].clone()
 
     def capture(self, size: int) -> dict:
-        """Static buffers and the captured decode forward for ``size`` rows."""
+        """Static buffers and the captured decode forward for ``size`` rows: ``longs`` (3, size) holds
+        tokens, positions and slots; ``ints`` the rows' seq_lens then their tables (size, width)."""
         from optimized.paged_attention import paged_attention_unchecked
         dev, c = self.device, self.config
         width = -(-c.max_seq_len // self.block_size)
-        g = dict(tokens=torch.zeros(size, dtype=torch.long, device=dev),
-                 positions=torch.zeros(size, dtype=torch.long, device=dev),
-                 slots=torch.full((size,), self.num_blocks * self.block_size, dtype=torch.long, device=dev),
-                 seq_lens=torch.zeros(size, dtype=torch.int32, device=dev),
-                 tables=torch.full((size, width), self.num_blocks, dtype=torch.int32, device=dev))
+        g = dict(longs=torch.zeros(3, size, dtype=torch.long, device=dev),
+                 ints=torch.zeros(size * (1 + width), dtype=torch.int32, device=dev))
+        g["longs"][2].fill_(self.num_blocks * self.block_size)
+        g["ints"][size:].fill_(self.num_blocks)
+        tokens, positions, slots = g["longs"]
+        seq_lens, tables = g["ints"][:size], g["ints"][size:].view(size, width)
+        g["tables"] = tables
         lens = [c.max_seq_len] * size          # the split plan of the longest context: fits every step
         k_pool, v_pool = self.k_pool, self.v_pool
 
         def attend(q, layer):
-            return paged_attention_unchecked(q, k_pool[layer], v_pool[layer], g["tables"], g["seq_lens"], lens=lens)
+            return paged_attention_unchecked(q, k_pool[layer], v_pool[layer], tables, seq_lens, lens=lens)
 
         def run():
-            plan = dict(attend=attend)
-            return self.logits(self.packed_forward_graphed(g["tokens"], g["positions"], g["slots"], plan))
+            return self.logits(self.packed_forward(tokens, positions, slots, attend))
 
         stream = torch.cuda.Stream(device=dev)
         stream.wait_stream(torch.cuda.current_stream(dev))
@@ -259,25 +300,3 @@ class Engine(_ReferenceEngine):
             g["logits"] = run()
         g["graph"] = graph
         return g
-
-    def packed_forward_graphed(self, tokens, positions, slots, plan) -> torch.Tensor:
-        """packed_forward for a decode-only batch, with the unchecked kernel (no host sync)."""
-        m, c = self.model, self.config
-        total = tokens.shape[0]
-        cos, sin = rope_cos_sin(positions, c.head_dim, c.rope_theta, m.dtype)
-        cos, sin = cos[:, None], sin[:, None]
-        h = m.model.embed_tokens(tokens[None])
-        k_flat = self.k_pool.view(c.n_layers, -1, c.n_kv_heads, c.head_dim)
-        v_flat = self.v_pool.view(c.n_layers, -1, c.n_kv_heads, c.head_dim)
-        for layer, block in enumerate(m.model.layers):
-            attn, x = block.self_attn, block.input_layernorm(h)
-            q = attn.q_proj(x).view(total, c.n_heads, c.head_dim)
-            k = attn.k_proj(x).view(total, c.n_kv_heads, c.head_dim)
-            v = attn.v_proj(x).view(total, c.n_kv_heads, c.head_dim)
-            q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
-            k_flat[layer, slots] = k
-            v_flat[layer, slots] = v
-            out = plan["attend"](q, layer)
-            h = h + attn.o_proj(out.reshape(1, total, c.n_heads * c.head_dim))
-            h = h + block.mlp(block.post_attention_layernorm(h))
-        return h[0]
