@@ -178,6 +178,17 @@ def test_omitted_arguments_mean_the_defaults(impl, device):
         "scale=None must mean 1/sqrt(head_dim) = 0.25 here")
 
 
+@pytest.mark.parametrize("fmt", ("fp8", "int8"))
+def test_a_batch_of_no_sequences(impl, device, fmt):
+    """batch 0 (an empty decode step): out (0, q_heads, head_dim) in q's dtype and lse (0, q_heads)
+    float32, nothing computed, over a valid cache."""
+    x = QuantCase(PagedCase((5, 9), 0, 4, 2, 16, 4, None, "bfloat16", 52), fmt).build(reference_quantize, device)
+    args = (x.q[:0], x.k_cache, x.v_cache, x.k_scale, x.v_scale, x.block_tables[:0], x.seq_lens[:0])
+    out, lse = impl.get("quantized_paged_attention")(*args, return_lse=True)
+    assert out.shape == (0, 4, 16) and out.dtype == torch.bfloat16, (out.shape, out.dtype)
+    assert lse.shape == (0, 4) and lse.dtype == torch.float32, (lse.shape, lse.dtype)
+
+
 def test_scales_may_be_views(impl, device):
     """The code pools as halves of one (num_blocks, 2, block_size, kv_heads, head_dim) buffer and
     the scale pools as halves of one (num_blocks, 2, block_size, kv_heads) buffer (strided views):

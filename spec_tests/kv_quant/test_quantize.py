@@ -315,6 +315,8 @@ BAD_DEQUANTIZE = [
     Bad("scale with head_dim", lambda kw: {**kw, "scale": torch.ones(3, 2, 8)}, ValueError, ("scale",)),
     Bad("scale one token short", lambda kw: {**kw, "scale": kw["scale"][:2]}, ValueError, ("scale",)),
     Bad("target int8", dict(dtype=torch.int8), TypeError, ("dtype",)),
+    Bad("codes rank 0", lambda kw: {**kw, "codes": kw["codes"][0, 0, 0], "scale": kw["scale"][0, 0]}, ValueError,
+        ("codes",)),
 ]
 
 
@@ -323,6 +325,14 @@ def test_dequantize_rejects_bad_input(impl, bad):
     """dequantize_kv: codes not float8_e4m3fn/int8, a scale not float32 or not of codes' shape
     without head_dim, a target that is not a float dtype: TypeError/ValueError naming it."""
     assert_rejects(impl.get("dequantize_kv"), _valid_dq, bad)
+
+
+def test_dequantize_rejects_a_scale_on_another_device(impl):
+    """A scale on another device than the codes raises ValueError naming scale (here "meta": a
+    tensor without data, so the no-change check cannot run)."""
+    from conformance.badinput import assert_rejects_without_data
+    moved = Bad("scale on another device", lambda kw: {**kw, "scale": kw["scale"].to("meta")}, ValueError, ("scale",))
+    assert_rejects_without_data(impl.get("dequantize_kv"), moved.apply(_valid_dq()), moved)
 
 
 BYTES = dict(layers=2, kv_heads=2, head_dim=8, seq_len=4, batch=1, dtype=torch.int8)
