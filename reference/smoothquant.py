@@ -120,7 +120,7 @@ def smoothing_factors(act_absmax: torch.Tensor, weight: torch.Tensor, alpha: flo
     either input is float64, else float32). Choice (the paper leaves it open): where
     ``max|X_j| = 0`` or ``max|W_j| = 0``, ``s_j = 1``. Bad input: a non-tensor or non-float
     tensor -> ``TypeError``; ``act_absmax`` not 1-D of length ``in``, negative or non-finite,
-    ``weight`` not 2-D or non-finite -> ``ValueError``; ``alpha`` not a real number (a bool
+    ``weight`` not 2-D, empty or non-finite -> ``ValueError``; ``alpha`` not a real number (a bool
     neither) -> ``TypeError``, outside [0, 1] -> ``ValueError``; each names its argument."""
     check_tensor("act_absmax", act_absmax, ndim=1, dims="in", dtypes=FLOAT_DTYPES)
     _float_matrix("weight", weight, "out, in")
@@ -142,8 +142,8 @@ def smooth(x: torch.Tensor, weight: torch.Tensor, s: torch.Tensor) -> tuple[torc
 
     ``x`` (tokens, in), ``weight`` (out, in), ``s`` (in,) positive and finite. Each result keeps
     its input's dtype (computed in the compute dtype, then rounded once more for fp16/bf16); the
-    inputs are not modified. Bad input: a non-tensor or non-float tensor -> ``TypeError``; a
-    wrong rank, an ``in`` that differs from ``weight``'s, nan/inf, or an ``s`` <= 0 ->
+    inputs are not modified; ``x`` may have 0 tokens. Bad input: a non-tensor or non-float tensor
+    -> ``TypeError``; a wrong rank, an empty ``weight`` or 0 columns, an ``in`` that differs from ``weight``'s, nan/inf, or an ``s`` <= 0 ->
     ``ValueError`` naming the argument."""
     _float_matrix("x", x, "tokens, in", rows_may_be_empty=True)
     _float_matrix("weight", weight, "out, in")
@@ -180,7 +180,7 @@ def quantize_activations(x: torch.Tensor, *, per_token: bool = True,
     absmax element maps to +-127. Static (``scale`` a positive real, from calibration:
     ``absmax / 127``): per-tensor with that scale, ``per_token`` must be False; values beyond
     ``127 * scale`` saturate to +-127. A 0-token ``x`` is legal. Bad input: ``x`` not a float
-    tensor -> ``TypeError``, not 2-D or non-finite -> ``ValueError``; ``per_token`` not a bool ->
+    tensor -> ``TypeError``, not 2-D, of 0 columns or non-finite -> ``ValueError``; ``per_token`` not a bool ->
     ``TypeError``; ``scale`` not a real -> ``TypeError``, not finite and > 0, or given with
     ``per_token=True`` -> ``ValueError``; each names its argument."""
     _float_matrix("x", x, "tokens, in", rows_may_be_empty=True)
@@ -208,7 +208,7 @@ def quantize_weights(weight: torch.Tensor, *, per_channel: bool = True) -> tuple
     ``per_channel=False``: one for the tensor, shape (). ``w_scale = absmax / 127`` (1 where
     absmax is 0), of the compute dtype; ``w_q`` int8 with ``w_q = round_half_even(weight /
     w_scale)``, ``|weight - w_q * w_scale| <= w_scale / 2``. Bad input: ``weight`` not a float
-    tensor -> ``TypeError``, not 2-D or non-finite -> ``ValueError``; ``per_channel`` not a bool
+    tensor -> ``TypeError``, not 2-D, empty or non-finite -> ``ValueError``; ``per_channel`` not a bool
     -> ``TypeError``; each names its argument."""
     _float_matrix("weight", weight, "out, in")
     _check_bool("per_channel", per_channel)

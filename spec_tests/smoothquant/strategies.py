@@ -15,8 +15,8 @@ from conformance.strategies import DTYPES, dtype_names, generator, seeds
 @dataclass(frozen=True)
 class LinearCase:
     """Activations ``x`` (tokens, in) and a weight (out, in), N(0, 1) from ``seed`` times ``scale``,
-    with ``outliers`` channels of ``x`` multiplied by 10..100 and, when ``zero_column``, input
-    channel 0 of the weight set to 0 (and of ``x`` when ``zero_column == 2``)."""
+    with ``outliers`` channels of ``x`` multiplied by 10..100 and input channel 0 zeroed: of the
+    weight (``zero_column`` 1), of both (2), of ``x`` only (3)."""
 
     tokens: int
     in_features: int
@@ -34,10 +34,10 @@ class LinearCase:
         if self.outliers:
             idx = torch.randperm(self.in_features, generator=g)[:self.outliers]
             x[:, idx] *= 10 + 90 * torch.rand(len(idx), generator=g, dtype=torch.float64)
-        if self.zero_column:
+        if self.zero_column in (1, 2):
             w[:, 0] = 0
-            if self.zero_column == 2:
-                x[:, 0] = 0
+        if self.zero_column in (2, 3):
+            x[:, 0] = 0
         dtype = DTYPES[self.dtype]
         return x.to(dtype), w.to(dtype)
 
@@ -53,7 +53,7 @@ def linear_cases(draw, *, dtypes=("float64", "float32"), max_tokens: int = 12, m
         tokens=draw(st.integers(min_tokens, max_tokens)), in_features=draw(st.integers(1, max_in)),
         out_features=draw(st.integers(1, max_out)), seed=draw(seeds), dtype=dtype,
         outliers=draw(st.sampled_from([0, 0, 1, 3])), scale=draw(st.sampled_from(scales)),
-        zero_column=draw(st.sampled_from([0, 0, 0, 1, 2])))
+        zero_column=draw(st.sampled_from([0, 0, 0, 1, 2, 3])))
 
 
 # ---- the outlier model of the "smoothing helps" property and of the alpha plot -----------------

@@ -55,6 +55,7 @@ def test_factors_are_eq4(impl, case, alpha):
 
 @example(case=LinearCase(4, 6, 3, seed=3, zero_column=1), alpha=0.5).via("mutant:zero_guard_missing")
 @example(case=LinearCase(4, 6, 3, seed=3, zero_column=2), alpha=0.0).via("mutant:zero_guard_missing")
+@example(case=LinearCase(4, 6, 3, seed=3, zero_column=3), alpha=0.5).via("boundary: a dead activation channel, live weight column")
 @given(case=linear_cases(), alpha=alphas)
 def test_factors_positive_and_finite(impl, case, alpha):
     """Every s_j is finite and > 0 (any such s keeps the product: the migration needs nothing

@@ -1,0 +1,14 @@
+"""Surviving mechanical variants of reference/smoothquant.py that are not gaps of the spec (read by
+``conformance.mechanical.triage`` as data). Key: (module, the source line, the change).
+
+Gaps the first sample (40 variants) found, closed since (no entry here): the zero-column guard's
+``x_max > 0`` as ``>=`` (a dead activation channel with a live weight column gave s = 0; the
+strategies now zero x's channel alone too, pinned by an example).
+"""
+
+TRIAGE = {
+    ("reference", "first = batches[0]", "0 -> -1"): (
+        "equivalent", "first is only the batch every other is compared with: a legal list has one dtype and one in, "
+                      "so the result (shape, dtype, values) is the same; an illegal one is rejected either way with "
+                      "the same error type naming batches (only which index the message blames may change)"),
+}
