@@ -289,14 +289,20 @@ class Engine(_ReferenceEngine):
         def run():
             return self.logits(self.packed_forward(tokens, positions, slots, attend))
 
+        g["graph"], g["logits"] = self.record(run)
+        return g
+
+    def record(self, run):
+        """``run`` warmed up on a side stream (its kernels compiled outside the capture), then captured
+        in a CUDA graph: ``(graph, the output tensor its replays rewrite)``."""
+        dev = self.device
         stream = torch.cuda.Stream(device=dev)
         stream.wait_stream(torch.cuda.current_stream(dev))
         with torch.cuda.stream(stream):
-            for _ in range(2):                  # warm up: compile the kernels outside the capture
+            for _ in range(2):
                 run()
         torch.cuda.current_stream(dev).wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            g["logits"] = run()
-        g["graph"] = graph
-        return g
+            out = run()
+        return graph, out
