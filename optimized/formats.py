@@ -92,7 +92,7 @@ def _encode_bits(x: torch.Tensor, f: Format, saturate: bool) -> torch.Tensor:
 
 def _raw_sign(x: torch.Tensor) -> torch.Tensor:
     """The sign bit of x as stored (a NaN's too: widening a float16 NaN may drop it)."""
-    return x.view(torch.int32 if x.element_size() == 4 else torch.int16) < 0
+    return x.view({8: torch.int64, 4: torch.int32, 2: torch.int16}[x.element_size()]) < 0
 
 
 def _encode_cast(x: torch.Tensor, f: Format, saturate: bool) -> torch.Tensor:
@@ -117,6 +117,23 @@ def _encode_cast(x: torch.Tensor, f: Format, saturate: bool) -> torch.Tensor:
     if bool(nan.any()):
         code = torch.where(nan, _nan_code(f) | (_raw_sign(x).to(code.dtype) << (f.bits - 1)), code)
     return code
+
+
+_FP4_EDGES: dict[torch.dtype, torch.Tensor] = {}
+
+
+def _encode_fp4(x: torch.Tensor) -> torch.Tensor:
+    """E2M1 by comparison with its 7 midpoints (0.25, 0.75, ..., 5): a tie goes to the even code,
+    so the midpoints whose upper neighbour is even (0.75, 1.75, 3.5) are moved one float down;
+    |x| past 5 is bucket 7 (6: E2M1 saturates), Inf included."""
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    if dtype not in _FP4_EDGES:
+        mids = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], dtype=dtype)
+        up = torch.tensor([False, True, False, True, False, True, False])
+        _FP4_EDGES[dtype] = torch.where(up, torch.nextafter(mids, torch.zeros_like(mids)), mids)
+    y = x.to(dtype)
+    code = torch.bucketize(y.abs(), _FP4_EDGES[dtype]).to(torch.uint8)
+    return code | (_raw_sign(y).to(torch.uint8) << 3)
 
 
 def _encode_e8m0(x: torch.Tensor, f: Format, saturate: bool) -> torch.Tensor:
@@ -154,6 +171,8 @@ def encode(x: torch.Tensor, fmt: str, *, saturate: bool = False) -> torch.Tensor
         return _encode_e8m0(x, f, saturate)
     if f.name in _TORCH_DTYPE and x.dtype != torch.float64:
         return _encode_cast(x, f, saturate)
+    if f.name == "fp4_e2m1":
+        return _encode_fp4(x)
     return _encode_bits(x, f, saturate).to(f.code_dtype)
 
 
