@@ -59,6 +59,10 @@ shares one scale X and each value stores the element code of V_i / X.
   encode(x_i / (decode(S_b) * s), "fp4_e2m1"); a zero block scale makes the block's codes 0.
   x = decode(code) * decode(S_b) * s.
 
+Choices the law leaves open (tests marked ``choice``): the NaN a NaN encodes to (here the
+canonical quiet NaN with the input's sign bit, as ml_dtypes; torch's float8_e5m2 gives 0x7F), and
+the element codes of a NaN-scaled MX block (here 0; decode never reads them).
+
 Every operation above is float64 (products of a scale and an element are exact in float64);
 the only roundings are the ones the formats define, so encode/decode is bit-exact: the spec
 asserts equality, never closeness.
@@ -430,7 +434,9 @@ def quantize_blocks(x: torch.Tensor, fmt: str, *, tensor_scale: float | None = N
     that is not a multiple of the block -> ``ValueError``; NVFP4 with NaN or Inf in ``x`` (no
     finite tensor scale) -> ``ValueError``; each naming ``x``. ``fmt`` not a str -> ``TypeError``,
     not a block format -> ``ValueError``. ``tensor_scale`` not a real -> ``TypeError``, <= 0,
-    not finite or given for an MX format -> ``ValueError``, naming ``tensor_scale``."""
+    not finite, rounding to 0 or Inf in float32, or given for an MX format -> ``ValueError``,
+    naming ``tensor_scale``; NVFP4 from float64 ``x`` whose amax / 2688 overflows float32 ->
+    ``ValueError`` naming ``x``."""
     check_tensor("x", x, dtypes=FLOAT_DTYPES)
     bf = check_format(fmt, BLOCK_FORMATS, "a block format")
     if tensor_scale is not None:
