@@ -14,20 +14,39 @@ probability instead of one per element:
 
 so the bytes a decode step reads are ``quantized_kv_bytes``: head_dim + 4 per token-head (132 at
 head_dim 128) against bf16's 2 x head_dim (256). Dispatch is paged_attention's (``kernel_supports``:
-float16/bfloat16 q on a GPU, or the Triton interpreter on CPU); elsewhere the reference's
-dequantize-then-attend. ``quantize_kv``, ``dequantize_kv`` and ``quantized_kv_bytes`` are the
+float16/bfloat16 q on a GPU, or the Triton interpreter on CPU; float8 codes need compute
+capability >= 8.9), elsewhere the reference's dequantize-then-attend. ``quantize_kv``, ``dequantize_kv`` and ``quantized_kv_bytes`` are the
 reference's (vectorised torch already: an engine quantises one token per step).
 """
 from __future__ import annotations
 
 import math
 
-from optimized.paged_attention import _paged_decode, kernel_supports
+import torch
+
+from optimized.paged_attention import _paged_decode, decode_config, kernel_supports
 from reference.kv_quant import check_quantized_cache, dequantize_kv, quantize_kv, quantized_kv_bytes
 from reference.kv_quant import quantized_paged_attention as _reference_quantized_paged_attention
 from reference.paged_attention import check_paged_attention_inputs
 
 __all__ = ["quantize_kv", "dequantize_kv", "quantized_paged_attention", "quantized_kv_bytes"]
+
+
+def quant_decode_config(head_dim: int, device: torch.device) -> dict:
+    """Tiles and splits of the quantised decode: paged_attention's (the bf16 sweep's) until the
+    H200 tile sweep of bench/cases/kv_quant.py (``--tag tiles``) says otherwise. One-byte codes
+    halve a tile's bytes, so BLOCK_N 128 is the first candidate to try here."""
+    return decode_config(head_dim, device)
+
+
+def quant_kernel_supports(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
+    """paged_attention's ``kernel_supports``, and for float8 codes on a GPU compute capability
+    >= 8.9 (Triton converts float8e4nv on Ada/Hopper and later; an A100 takes the reference path)."""
+    if not kernel_supports(q, k_cache):
+        return False
+    if k_cache.dtype == torch.float8_e4m3fn and q.device.type == "cuda":
+        return torch.cuda.get_device_capability(q.device) >= (8, 9)
+    return True
 
 
 def quantized_paged_attention_unchecked(q, k_cache, v_cache, k_scale, v_scale, block_tables, seq_lens, *,
@@ -39,6 +58,7 @@ def quantized_paged_attention_unchecked(q, k_cache, v_cache, k_scale, v_scale, b
     bench/cases/kv_quant.py times. ``config``/``splits`` as paged_attention_unchecked's."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     decode = q.dim() == 3
+    config = config or quant_decode_config(q.shape[-1], q.device)
     out, lse = _paged_decode(q.unsqueeze(1) if decode else q, k_cache, v_cache, block_tables, seq_lens, lens,
                              scale, window, config=config, splits=splits, k_scale=k_scale, v_scale=v_scale)
     if decode:
@@ -54,7 +74,7 @@ def quantized_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_table
     # dtype with the codes' shape (the checks read shapes only; expand allocates nothing)
     stand_in = q.new_zeros(()).expand(k_cache.shape)
     lens = check_paged_attention_inputs(q, stand_in, stand_in, block_tables, seq_lens, window, scale)
-    if not kernel_supports(q, k_cache) or q.numel() == 0:
+    if not quant_kernel_supports(q, k_cache) or q.numel() == 0:
         return _reference_quantized_paged_attention(q, k_cache, v_cache, k_scale, v_scale, block_tables, seq_lens,
                                                     scale=scale, window=window, return_lse=return_lse)
     return quantized_paged_attention_unchecked(q, k_cache, v_cache, k_scale, v_scale, block_tables, seq_lens,

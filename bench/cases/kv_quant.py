@@ -23,7 +23,12 @@ Correctness first (``check``): on two sequences, the fp8 and int8 kernels agains
 attention over the dequantised cache (tolerance rule), and the float64 attention over the
 dequantised cache against the float64 attention over the original bf16 cache, with the derived
 bound of spec_tests/kv_quant/oracles.py (recorded: the largest error, the bound there, the ratio).
-Tag ``smoke``: tiny CPU shapes, the kernels under the Triton interpreter.
+Tag ``smoke``: tiny CPU shapes, the kernels under the Triton interpreter. Tag ``tiles``: the fp8
+kernel at BLOCK_N 64/128 x warps 4/8 x stages 2/3/4 at 64 x 8k and 64 x 32k, beside bf16 (the
+defaults are paged_attention's bf16 sweep; optimized/kv_quant.py quant_decode_config is where a
+better fp8 tile goes):
+
+    python -m bench run --concept kv_quant --tag tiles --out $OUT/kv_quant_h200_tiles.json
 """
 from __future__ import annotations
 
@@ -58,8 +63,14 @@ def _params(batch, n, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, blo
 
 MAIN = (P("bf16 (graph)", "bf16", graph=True), P("fp8 (graph)", "quant", graph=True, fmt="fp8"),
         P("int8 (graph)", "quant", graph=True, fmt="int8"), P("fp8 (call)", "call", fmt="fp8"))
+SWEEP = [(bn, w, st) for bn in (64, 128) for w in (4, 8) for st in (2, 3, 4)]
 CASES = (
     [Case(f"decode {BATCH} x {n}", _params(BATCH, n), MAIN, metric="ms", tags=("main",)) for n in CONTEXTS]
+    + [Case(f"decode {BATCH} x {n} fp8 tiles", _params(BATCH, n),
+            (P("bf16 (graph)", "bf16", graph=True),)
+            + tuple(P(f"fp8 BLOCK_N {bn} w{w} s{st}", "quant", graph=True, fmt="fp8",
+                      config=dict(BLOCK_N=bn, num_warps=w, num_stages=st, min_tiles=4)) for bn, w, st in SWEEP),
+            metric="ms", tags=("tiles", "sweep")) for n in (8192, 32768)]
     + [Case("decode 2 x 80 smoke", _params(2, 80, q_heads=4, kv_heads=2, head_dim=16, dtype="fp16"),
             (P("bf16 (eager)", "bf16"), P("fp8 (eager)", "quant", fmt="fp8"), P("int8 (eager)", "quant", fmt="int8"),
              P("fp8 (call)", "call", fmt="fp8")),
@@ -147,11 +158,15 @@ def _bf16(prob, case, device):
     return (lambda: pa.paged_attention_unchecked(*args, lens=prob["lens_list"])), info
 
 
-def _quant(prob, case, device, fmt):
+def _quant(prob, case, device, fmt, config=None):
+    """The quantised kernels alone; ``config`` (the tile sweep) replaces quant_decode_config's tiles,
+    keeping its program count."""
     p = case.params
     info = dict(bytes_read=bytes_read(p["batch"], p["context"], p["kv_heads"], p["head_dim"], fmt))
+    if config is not None:
+        config = dict(config, programs=kq.quant_decode_config(p["head_dim"], torch.device(device))["programs"])
     args = (prob["q"], *prob[fmt], prob["tables"], prob["lens"])
-    return (lambda: kq.quantized_paged_attention_unchecked(*args, lens=prob["lens_list"])), info
+    return (lambda: kq.quantized_paged_attention_unchecked(*args, lens=prob["lens_list"], config=config)), info
 
 
 def _call(prob, case, device, fmt):

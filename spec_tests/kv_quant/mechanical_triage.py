@@ -12,7 +12,7 @@ between the kernels and the reference's dequantize-then-attend, which compute th
 a variant that sends a call down the other path changes speed, not results (the bench measures
 the kernel path through quantized_paged_attention_unchecked, which has no dispatch).
 """
-_DISPATCH = "if not kernel_supports(q, k_cache) or q.numel() == 0:"
+_DISPATCH = "if not quant_kernel_supports(q, k_cache) or q.numel() == 0:"
 _OTHER_PATH = ("equivalent", "the call takes the reference's dequantize-then-paged_attention path instead of the "
                              "kernels (or the kernels for an empty batch, a no-op launch): the same contract's "
                              "results, only the speed differs")
@@ -20,8 +20,8 @@ _OTHER_PATH = ("equivalent", "the call takes the reference's dequantize-then-pag
 TRIAGE = {
     ("optimized", _DISPATCH, "not x -> x"): _OTHER_PATH,
     ("optimized", _DISPATCH, "== -> !="): _OTHER_PATH,
-    ("optimized", _DISPATCH, "kernel_supports(a, b, ...) -> kernel_supports(b, a, ...)"): (
-        "equivalent", "kernel_supports(k_cache, q) reads the codes' dtype (float8/int8, never a kernel dtype): "
+    ("optimized", _DISPATCH, "quant_kernel_supports(a, b, ...) -> quant_kernel_supports(b, a, ...)"): (
+        "equivalent", "quant_kernel_supports(k_cache, q) reads the codes' dtype (float8/int8, never a kernel dtype): "
                       "every call takes the reference path, same results"),
     ("optimized", _DISPATCH, "0 -> 1"): (
         "equivalent", "q with exactly one element (batch 1, one head, head_dim 1) takes the reference path, "
