@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from spec_tests.formats.oracles import SPECS, positive_table
+from spec_tests.formats.oracles import SPECS, decode_one, positive_table
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -42,12 +42,14 @@ def _codes(impl, x: np.ndarray, fmt: str, saturate=False) -> np.ndarray:
     return impl.get("encode")(torch.from_numpy(x), fmt, saturate=saturate).to(torch.int64).numpy()
 
 
-def _check(got, want, x, what, nan_free=None):
+def _check(got, want, x, what, nan_free=None, fmt=None):
     keep = np.ones(len(x), bool) if nan_free is None else nan_free
     bad = keep & (got != want)
     if bad.any():
         i = np.flatnonzero(bad)[:5]
-        rows = [f"x={x[j]!r}: ours {got[j]:#x}, theirs {want[j]:#x}" for j in i]
+        value = (lambda c: f" ({decode_one(int(c), fmt)!r})") if fmt else (lambda c: "")  # noqa: E731
+        rows = [f"x={float(x[j])!r}: encode gave {got[j]:#x}{value(got[j])}, the library {want[j]:#x}{value(want[j])}"
+                for j in i]
         raise AssertionError(f"{what}: {bad.sum()} disagreements, e.g.\n  " + "\n  ".join(rows))
 
 
@@ -69,7 +71,7 @@ def test_matches_torch_cast(impl, fmt, dtype, saturate):
         ours = impl.get("encode")(xt, fmt, saturate=saturate).to(torch.int64)
         nan = torch.isnan(xt)
         _check(ours.numpy(), theirs.numpy(), xt.to(torch.float64).numpy(), f"{fmt} vs torch {dtype} from {xt.dtype}",
-               (~nan).numpy())
+               (~nan).numpy(), fmt)
         assert bool(torch.isnan(impl.get("decode")(ours[nan], fmt)).all())
     codes = torch.arange(1 << SPECS[fmt].bits)
     view = codes.to(torch.uint8) if SPECS[fmt].bits == 8 else codes.to(torch.int16)
@@ -108,7 +110,7 @@ def test_matches_ml_dtypes(impl, fmt, name):
         with np.errstate(all="ignore"):
             theirs = x.astype(t).view(view).astype(np.int64)
         ours = _codes(impl, x, fmt)
-        _check(ours, theirs, x, f"{fmt} vs ml_dtypes {name} from {x.dtype}", ~nan)
+        _check(ours, theirs, x, f"{fmt} (saturate=False) vs ml_dtypes {name} from {x.dtype}", ~nan, fmt)
         if nan.any():
             assert bool(torch.isnan(impl.get("decode")(torch.from_numpy(ours[nan]), fmt)).all())
     codes = np.arange(1 << bits).astype(view)
@@ -126,7 +128,7 @@ def test_integer_codes_match_ml_dtypes(impl, fmt, t):
     lo, hi = -(1 << (SPECS[fmt].bits - 1)), (1 << (SPECS[fmt].bits - 1)) - 1
     n = np.arange(lo, hi + 1)
     theirs = n.astype(typ).view(np.uint8).astype(np.int64)
-    _check(_codes(impl, n.astype(np.float32), fmt), theirs, n, f"{fmt} codes vs {typ}")
+    _check(_codes(impl, n.astype(np.float32), fmt), theirs, n, f"{fmt} codes vs {typ.__name__}", None, fmt)
     codes = np.arange(1 << SPECS[fmt].bits).astype(np.uint8)
     if t is None:
         want = codes.view(np.int8).astype(np.float64)

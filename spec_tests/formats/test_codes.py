@@ -50,7 +50,9 @@ def assert_codes(got: torch.Tensor, want, x, fmt: str, what: str):
     if bool(bad.any()):
         i = bad.nonzero()[:5].flatten().tolist()
         xs = x.reshape(-1) if isinstance(x, torch.Tensor) else torch.as_tensor(x).reshape(-1)
-        rows = [f"x={float(xs[j])!r}: got {int(got.reshape(-1)[j]):#x}, expected {int(want.reshape(-1)[j]):#x}" for j in i]
+        g, w = got.reshape(-1).to(torch.int64), want.reshape(-1)
+        rows = [f"x={float(xs[j])!r}: got {int(g[j]):#x} ({decode_one(int(g[j]) % (1 << SPECS[fmt].bits), fmt)!r}), "
+                f"expected {int(w[j]):#x} ({decode_one(int(w[j]), fmt)!r})" for j in i]
         raise AssertionError(f"{fmt} {what}: {int(bad.sum())} wrong codes, e.g.\n  " + "\n  ".join(rows))
 
 
