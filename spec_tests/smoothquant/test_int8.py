@@ -132,12 +132,13 @@ def test_int8_matmul_past_float32(impl):
     b = torch.tensor([[127] * 1100 + [1], [127] * 1100 + [-1]], dtype=torch.int8)
     want = [[sum(p * q for p, q in zip(r, c)) for c in b.tolist()] for r in a.tolist()]  # Python ints
     assert want[0][0] == 1100 * 16129 + 1 > 2**24 and all(v % 2 for row in want for v in row)
-    assert f(a, b).tolist() == want, f"int8_matmul = {f(a, b).tolist()}, exact {want}"
+    got = f(a, b).tolist()
+    assert got == want, f"int8_matmul = {got}, exact {want} (odd sums past 2**24: a float32 sum cannot hold them)"
     k = 131071
     big = torch.full((1, k), -128, dtype=torch.int8)
-    assert f(big, big).tolist() == [[k * 16384]], f"in = {k}: {f(big, big).tolist()}, exact {k * 16384}"
     mixed = torch.cat([big, torch.full((1, k), 127, dtype=torch.int8)])
-    assert f(mixed, big).tolist() == [[k * 16384], [-k * 127 * 128]]
+    got = f(mixed, big).tolist()
+    assert got == [[k * 16384], [-k * 127 * 128]], f"in = {k}: {got}, exact {[[k * 16384], [-k * 127 * 128]]}"
 
 
 # ---- the W8A8 product ------------------------------------------------------------------------------
