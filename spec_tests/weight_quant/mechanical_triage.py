@@ -1,0 +1,36 @@
+"""Surviving mechanical variants of weight_quant that are not gaps of the spec (read by
+``conformance.mechanical.triage`` as data). Key: (module, the source line, the change).
+
+Gap closed since (no entry here): the float32-range check of the weights read ``max`` of |w|;
+``min`` survived because the bad-input row made EVERY weight 1e300 (row "one weight past float32"
+now sets one: kills reference mech 214).
+
+"Outside the contract": the cuda branch of optimized ``launch_config`` (and ``_pick_block_k``,
+which only it calls) cannot run on a CPU machine; the configurations it returns are exercised under
+the interpreter by spec_tests/bundled/test_weight_quant_internals.py and on the GPU by the spec.
+"""
+
+_GPU = ("outside the contract", "the cuda branch of launch_config: unreachable on CPU (the CPU branch returns first); "
+        "its configurations are run under the interpreter by spec_tests/bundled/test_weight_quant_internals.py")
+_TILES = ("equivalent", "a tile or split count: the grid covers M, N and K whatever the tile (cdiv), so only the "
+          "launch shape changes, not the result")
+_INTERP = ("equivalent", "num_warps / num_stages of the CPU configuration: the Triton interpreter ignores both")
+
+TRIAGE = {
+    ("optimized", 'tiles = k // cfg["BLOCK_K"]', "// -> /"): _GPU,
+    ("optimized", "for bk in (preferred, 128, 64, 32):", "128 -> 127"): _GPU,
+    ("optimized", 'cfg["SPLIT_K"] = max(1, min(tiles // 2, -(-2 * sms // programs), 16)) if programs < sms else 1',
+     "1 -> 0 (#2)"): _GPU,
+    ("optimized", 'cfg["SPLIT_K"] = max(1, min(tiles // 2, -(-2 * sms // programs), 16)) if programs < sms else 1',
+     "// -> /"): _GPU,
+    ("optimized", "cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=_pick_block_k(64, group), DOT=True, num_warps=8, "
+                  "num_stages=3)", "64 -> 63"): _GPU,
+    ("optimized", "bm = 16 if dot else (1 if m == 1 else 2)", "== -> !="): _TILES,
+    ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "1 -> 2"): _TILES,
+    ("optimized", "num_warps=4, num_stages=1)", "4 -> 5"): _INTERP,
+    ("optimized", "num_warps=4, num_stages=1)", "1 -> 0"): _INTERP,
+    ("optimized", "buf = _WORKSPACE[device] = torch.empty(max(numel, 1 << 16), dtype=torch.float32, device=device)",
+     "16 -> 17"): ("equivalent", "the workspace's minimum size: memory, not results"),
+    ("reference", "zero = torch.round(-lo / scale.double()).clamp(0, maxq).to(torch.int64)", "0 -> -1"): (
+        "equivalent", "-lo / s >= 0 because lo = min(w_min, 0) <= 0: the clamp's lower bound never binds (module doc)"),
+}
