@@ -129,6 +129,15 @@ def test_shapes_and_edge_blocks(impl, fmt):
     e = torch.zeros(3, 0)
     codes, scales, _ = impl.get("quantize_blocks")(e, fmt)
     assert codes.shape == (3, 0) and scales.shape == (3, 0)
+    one = torch.linspace(-2, 3, 2 * k)                          # rank 1: a single row of blocks
+    codes, scales, s = _assert_matches_oracle(impl, one, fmt)
+    assert scales.shape == (2,)
+    back = impl.get("dequantize_blocks")(codes, scales, s, fmt)
+    assert back.shape == (2 * k,)
+    want = torch.tensor([decode_one(int(c), ELEMENT[fmt]) for c in codes], dtype=torch.float64) * torch.tensor(
+        [decode_one(int(c), "e8m0" if fmt != "nvfp4" else "fp8_e4m3") for c in scales],
+        dtype=torch.float64).repeat_interleave(k) * float(s)
+    assert torch.equal(back, want), (back, want)
 
 
 @pytest.mark.parametrize("fmt", MX_FORMATS)

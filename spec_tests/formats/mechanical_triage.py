@@ -1,0 +1,19 @@
+"""Surviving mechanical variants of reference/formats.py and optimized/formats.py that are not gaps
+of the spec (read by ``conformance.mechanical.triage`` as data). Key: (module, the source line, the change).
+
+Gap the first sample found, closed since (no entry here): ``dequantize_blocks`` rejecting 1-d codes
+(``codes.dim() < 2``): test_blocks.py now dequantises a 1-d tensor of every block format.
+"""
+
+TRIAGE = {
+    ("optimized", "return (top << f.man_bits) | ((1 << f.man_bits) - 1)", "- -> +"): (
+        "equivalent", "this branch is E2M1's only (no Inf, no NaN), where m = 1: (3 << 1) | 1 and (3 << 1) | 3 "
+                      "are both 7, the largest code"),
+    ("optimized", "sign = (c >> (f.bits - 1)) << 63", "63 -> 62"): (
+        "equivalent", "the decode table reads the sign only as `sign != 0`; any nonzero shift of a set sign bit "
+                      "is nonzero"),
+    ("reference", "e = torch.where(q > 0, _exponent(torch.where(q > 0, q, 1.0)), float(emin)).clamp(min=emin)",
+     "0 -> -1 (#2)"): (
+        "equivalent", "q >= 0 always, so only q == 0 changes (its e becomes -1 clamped); a zero is subnormal "
+                      "(q < 2^emin), and the subnormal branch never reads e"),
+}
