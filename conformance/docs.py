@@ -415,6 +415,7 @@ CALLS = {
     # rows on the "meta" device: checked by hand, not by assert_rejects (whose no-change check reads data)
     "paged_attention/test_paged_attention.py::test_rejects_arguments_on_another_device": "paged_attention",
     "kv_quant/test_attention.py::test_rejects_arguments_on_another_device": "quantized_paged_attention",
+    "weight_quant/test_bad_input.py::test_w4a16_rejects_arguments_on_another_device": "w4a16_matmul",
     "speculative/test_verify.py::test_rejects_arguments_on_another_device": "verify",
     "attention/test_attention.py::test_rejects_tensors_on_another_device": "attention and attention_tiled",
     "prefix_cache/test_prefix_cache.py::test_block_table_rejects_bad_input": "PrefixCache.block_table",

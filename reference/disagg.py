@@ -56,7 +56,7 @@ lost only if a decode worker dies *after* its ack, which this hand-off does not 
 is the hand-over of responsibility; re-running after that is the job of a request-level retry).
 
 **Colocated vs disaggregated.** :func:`run_colocated` is prefill then decode in one process, the
-cache handed over in memory. Both paths run the same functions (:func:`prefill`, :func:`decode`)
+cache handed over in memory. Both paths run the same functions (:func:`prefill`, :func:`greedy_decode`)
 on the same model; the hand-off copies the KV bit for bit, the decode worker's cache has the
 colocated cache's shape (``n + max_new_tokens - 1`` positions, as ``generate`` allocates), so a
 decode after the hand-off gives the colocated tokens and logits bit for bit on one machine.
@@ -81,7 +81,7 @@ import torch.distributed as dist
 from reference._checks import check_int, check_real, check_tensor
 from reference.kv_bytes import KVCache, kv_cache_bytes
 
-__all__ = ["transfer_bytes", "pack_kv", "unpack_kv", "prefill", "decode",
+__all__ = ["transfer_bytes", "pack_kv", "unpack_kv", "prefill", "greedy_decode",
            "run_colocated", "prefill_worker", "decode_worker"]
 __optional__ = []
 # Request and KVHeader are vocabulary (spec_tests/disagg/__init__.py): plain data types a submission
@@ -258,7 +258,7 @@ def prefill(model, request: Request) -> tuple[KVCache, int, torch.Tensor]:
 
 
 @torch.no_grad()
-def decode(model, cache: KVCache, first_token: int, max_new_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+def greedy_decode(model, cache: KVCache, first_token: int, max_new_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Greedy decoding from ``cache`` (which holds the prompt) after ``first_token``: feeds it and
     each next token, ``max_new_tokens - 1`` forward passes. Returns ``(tokens, logits)``: all
     ``max_new_tokens`` tokens, int64 (``first_token`` first), and the (max_new_tokens - 1, vocab)
@@ -282,7 +282,7 @@ def run_colocated(model, request: Request) -> tuple[torch.Tensor, torch.Tensor]:
     (max_new_tokens, vocab), ``logits[0]`` the prefill's -- what ``generate.generate`` gives for
     the same prompt with greedy sampling."""
     cache, first, first_logits = prefill(model, request)
-    tokens, logits = decode(model, cache, first, request.max_new_tokens)
+    tokens, logits = greedy_decode(model, cache, first, request.max_new_tokens)
     return tokens, torch.cat([first_logits[None].cpu(), logits])
 
 
@@ -415,7 +415,7 @@ def prefill_worker(model, requests, decode_ranks, *, groups=None, timeout: float
 def decode_worker(model, src: int = 0, *, group=None, timeout: float = 30.0) -> dict:
     """The decode side: receive hand-offs from rank ``src`` until STOP; for each, check the header
     against ``model`` (reply REJECT and wait for the next header on a mismatch), receive K and V,
-    :func:`unpack_kv` them into a new cache, acknowledge, then :func:`decode`. Returns
+    :func:`unpack_kv` them into a new cache, acknowledge, then :func:`greedy_decode`. Returns
     ``{request_id: (tokens, logits)}`` for every acknowledged request: ``tokens`` all
     ``max_new_tokens`` tokens (the first from the header), ``logits`` (max_new_tokens - 1, vocab)
     those of tokens 1... ``timeout``: seconds to wait for each message (a prefill that sends
@@ -441,4 +441,4 @@ def decode_worker(model, src: int = 0, *, group=None, timeout: float = 30.0) -> 
         v = _recv(torch.empty(header.shape, dtype=header.dtype, device=device), src, group, timeout)
         cache = unpack_kv(model, header, k, v)
         _send(torch.tensor([header.request_id, ACK], device=device), src, group, timeout)
-        done[header.request_id] = decode(model, cache, header.first_token, header.max_new_tokens)
+        done[header.request_id] = greedy_decode(model, cache, header.first_token, header.max_new_tokens)

@@ -514,7 +514,7 @@ def test_decode_rejects_bad_input(impl, reference, bad):
     token to return) or a negative first_token is rejected."""
     model = _model(reference, THREE)
     cache, first, _ = reference.get("prefill")(model, Request(1, [1, 2, 3], 2))
-    assert_rejects(impl.get("decode"), dict(model=model, cache=cache, first_token=first, max_new_tokens=2), bad)
+    assert_rejects(impl.get("greedy_decode"), dict(model=model, cache=cache, first_token=first, max_new_tokens=2), bad)
 
 
 BAD_DECODE_WORKER = [

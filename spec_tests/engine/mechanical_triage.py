@@ -39,14 +39,6 @@ TRIAGE = {
     ("optimized", "size = 1", "1 -> 0"): ("outside the contract", _GRAPH),
     ("optimized", 'self.use_cuda_graphs = self.device.type == "cuda" and self.k_pool.dtype in (torch.float16, torch.bfloat16)',
      "in -> not in"): ("outside the contract", _GRAPH),
-    ("optimized", 'return paged_attention_unchecked(q, k_pool[layer], v_pool[layer], g["tables"], g["seq_lens"], lens=lens)',
-     "paged_attention_unchecked(a, b, ...) -> paged_attention_unchecked(b, a, ...)"): ("outside the contract", _GRAPH),
-    ("optimized", "v = attn.v_proj(x).view(total, c.n_kv_heads, c.head_dim)", "view(a, b, ...) -> view(b, a, ...) (#2)"): (
-        "outside the contract", _GRAPH),
-    ("optimized", 'g["seq_lens"][:batch] = torch.tensor([s + 1 for s in starts], dtype=torch.int32, device=self.device)',
-     "+ -> -"): ("outside the contract", _GRAPH),
-    ("optimized", 'g["seq_lens"][:batch] = torch.tensor([s + 1 for s in starts], dtype=torch.int32, device=self.device)',
-     "1 -> 0"): ("outside the contract", _GRAPH),
     ("optimized", "h = h + attn.o_proj(out.reshape(1, total, c.n_heads * c.head_dim))", "1 -> 2"): ("outside the contract", _GRAPH),
     ("optimized", "h = h + attn.o_proj(out.reshape(1, total, c.n_heads * c.head_dim))", "* -> /"): ("outside the contract", _GRAPH),
     ("reference", 'check_int("stop_token_ids", t, minimum=0)', 'drop `check_int("stop_token_ids", t, minimum=0)`'): (
@@ -82,34 +74,14 @@ TRIAGE = {
                       "engine reads and writes them only through this one construction: every K lands in and is "
                       "read back from v_pool and every V from k_pool, consistently across steps and shared "
                       "prefix blocks; no contract name exposes the pools"),
-    ("optimized", "rows = torch.tensor(lengths, device=dev).cumsum(0)", "0 -> -1"): (
-        "equivalent", "the tensor is 1-d: cumsum over dim -1 is cumsum over dim 0"),
-    ("optimized", 'plan["cu_q"] = torch.tensor([0] + [lengths[i] for i in prefill], device=dev).cumsum(0).to(torch.int32)',
-     "0 -> -1"): ("equivalent", "the tensor is 1-d: cumsum over dim -1 is cumsum over dim 0"),
     ("optimized", "return h[0]", "0 -> -1"): (
         "equivalent", "packed_forward's h is (1, total, dim) (embed_tokens of tokens[None]): h[-1] is h[0]"),
-    ("optimized", 'plan["tables"] = torch.tensor([self.tables[ids[i]] + [0] * (width - len(self.tables[ids[i]]))',
-     "0 -> -1"): (
-        "equivalent", "the padding sits past each decode row's own table, whose length is >= ceil(seq_len / "
-                      "block_size) (the scheduler allocated the step's blocks); paged_attention's contract ignores "
-                      "table entries past ceil(seq_len / block_size) (neither read nor validated; 'engines pad with "
-                      "0 or -1')"),
     ("optimized", 'g["graph"].replay()', 'drop `g["graph"].replay()`'): ("outside the contract", _GRAPH),
     ("optimized", "torch.cuda.current_stream(dev).wait_stream(stream)",
      "drop `torch.cuda.current_stream(dev).wait_stream(stream)`"): ("outside the contract", _GRAPH),
     ("optimized", "size = 1", "1 -> 2"): ("outside the contract", _GRAPH),
     ("optimized", "if size not in self.graphs:", "not in -> in"): ("outside the contract", _GRAPH),
     ("optimized", "size *= 2", "2 -> 3"): ("outside the contract", _GRAPH),
-    ("optimized", 'out = plan["attend"](q, layer)', "call(a, b, ...) -> call(b, a, ...)"): ("outside the contract", _GRAPH),
-    ("optimized", "return h[0]", "0 -> 1 (#2)"): ("outside the contract", _GRAPH),
-    ("optimized", "tables=torch.full((size, width), self.num_blocks, dtype=torch.int32, device=dev))",
-     "full(a, b, ...) -> full(b, a, ...)"): ("outside the contract", _GRAPH),
-    ("optimized", "k_flat = self.k_pool.view(c.n_layers, -1, c.n_kv_heads, c.head_dim)", "1 -> 2 (#2)"): (
-        "outside the contract", _GRAPH),
-    ("optimized", "q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin", "* -> / (#5)"): (
-        "outside the contract", _GRAPH),
-    ("optimized", "q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin", "* -> / (#7)"): (
-        "outside the contract", _GRAPH),
     ("optimized", "h = h + attn.o_proj(out.reshape(1, total, c.n_heads * c.head_dim))", "reshape(a, b, ...) -> reshape(b, a, ...)"): (
         "outside the contract", _GRAPH),
     ("optimized", "h = h + attn.o_proj(out.reshape(1, total, c.n_heads * c.head_dim))", "1 -> 0"): ("outside the contract", _GRAPH),

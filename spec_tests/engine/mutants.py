@@ -30,10 +30,11 @@ MUTANTS = [
     Patch("prefix_hit_context_dropped",
           "a prefill chunk attends only to its own tokens: the KV already in its blocks (a prefix "
           "hit, earlier chunks, is never read.",
-          "            plan[\"context\"] = torch.cat([self.slot_mapping(ids[i], 0, c) for i, c in zip(prefill, ctx)])",
+          "            ctx = [starts[i] + lengths[i] for i in prefill]\n"
+          "            context = torch.tensor([x for i, c in zip(prefill, ctx) for x in self.slot_mapping(ids[i], 0, c)],",
           "            ctx = [lengths[i] for i in prefill]\n"
-          "            plan[\"context\"] = torch.cat([self.slot_mapping(ids[i], starts[i], starts[i] + c)\n"
-          "                                         for i, c in zip(prefill, ctx)])", module="optimized"),
+          "            context = torch.tensor([x for i, c in zip(prefill, ctx)\n"
+          "                                    for x in self.slot_mapping(ids[i], starts[i], starts[i] + c)],", module="optimized"),
     Patch("one_uniform_for_the_batch",
           "the batched sampler draws one uniform from the first request's generator and uses it for "
           "every row.",

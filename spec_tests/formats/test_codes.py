@@ -199,8 +199,9 @@ def _bits_to_float(bits: list[int], dtype) -> torch.Tensor:
 @example(fmt="fp8_e4m3", saturate=False, bits=[0x43E80000, 0x43E80001, 0x7F800000, 0xFF800000, 0x80000000, 0x3A800000],
          dtype="float32").via("mutant:e4m3_overflow_saturates")
 @example(fmt="fp8_e5m2", saturate=True, bits=[0x7F800000, 0x47700000, 0xC7700001], dtype="float32").via("mutant:saturate_ignored")
-@example(fmt="e8m0", saturate=False, bits=[0x00000000, 0x80000000, 0xBF800000, 0x3FC00000, 0x00400000, 0x7F400000], dtype="float32")
-@example(fmt="bf16", saturate=False, bits=[0x3FF0_0800_0000_0001, 0x3FF0_0800_0000_0000], dtype="float64").via("mutant:float64_through_float32")
+@example(fmt="e8m0", saturate=False, bits=[0x00000000, 0x80000000, 0xBF800000, 0x3FC00000, 0x00400000, 0x7F400000],
+         dtype="float32").via("boundary: e8m0 of 0, -0, -1, the tie 1.5, 2^-127 and 1.5 * 2^127")
+@example(fmt="bf16", saturate=False, bits=[0x3FF0_1000_0000_0001, 0x3FF0_1000_0000_0000], dtype="float64").via("mutant:float64_through_float32")
 @given(fmt=st.sampled_from(ALL), saturate=st.booleans(), dtype=st.sampled_from(["float32", "float64"]),
        bits=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=64))
 def test_random_bit_patterns_match_the_oracle(impl, fmt, saturate, dtype, bits):

@@ -175,8 +175,8 @@ ANOTHER_DEVICE = [
 
 
 # Not a "bad" table: its rows hold meta tensors, which assert_rejects' no-change check cannot read
-# (listed by hand in docs/weight_quant.md, as paged_attention's are).
-@pytest.mark.parametrize("elsewhere", ANOTHER_DEVICE, ids=[b.id for b in ANOTHER_DEVICE])
-def test_w4a16_rejects_arguments_on_another_device(impl, elsewhere):
+# (conformance/docs.py CALLS names its call, as for paged_attention's).
+@pytest.mark.parametrize("moved", ANOTHER_DEVICE, ids=[b.id for b in ANOTHER_DEVICE])
+def test_w4a16_rejects_arguments_on_another_device(impl, moved):
     """qweight, scales or zeros on another device than x ("meta": no data) raise ValueError naming it."""
-    assert_rejects_without_data(impl.get("w4a16_matmul"), elsewhere.apply(_mm()), elsewhere)
+    assert_rejects_without_data(impl.get("w4a16_matmul"), moved.apply(_mm()), moved)
