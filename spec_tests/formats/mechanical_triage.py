@@ -6,6 +6,8 @@ Gap the first sample found, closed since (no entry here): ``dequantize_blocks`` 
 """
 
 TRIAGE = {
+    ("reference", "return torch.uint8 if self.bits <= 8 else torch.int32", "8 -> 9"): (
+        "equivalent", "no format has 9 bits: every format is 4, 8 or 16 bits wide, on the same side of 8 and of 9"),
     ("optimized", "return (top << f.man_bits) | ((1 << f.man_bits) - 1)", "- -> +"): (
         "equivalent", "this branch is E2M1's only (no Inf, no NaN), where m = 1: (3 << 1) | 1 and (3 << 1) | 3 "
                       "are both 7, the largest code"),

@@ -17,7 +17,22 @@ _OTHER_PATH = ("equivalent", "the call takes the reference's dequantize-then-pag
                              "kernels (or the kernels for an empty batch, a no-op launch): the same contract's "
                              "results, only the speed differs")
 
+_QUANT_SUPPORTS = "if not kernel_supports(q, k_cache):"
+_FP8_CUDA = 'if k_cache.dtype == torch.float8_e4m3fn and q.device.type == "cuda":'
+_CAPABILITY = "return torch.cuda.get_device_capability(q.device) >= (8, 9)"
+_GPU_ONLY = ("outside the contract", "quant_kernel_supports' float8-on-CUDA branch (compute capability >= 8.9): "
+                                     "unreachable on a CPU machine, where the device test is False either way")
+
 TRIAGE = {
+    ("optimized", _QUANT_SUPPORTS, "not x -> x"): (
+        "equivalent", "the dispatch then answers the opposite for paged_attention's kernel test: a call the kernels "
+                      "take goes down the reference's dequantize-then-attend path and one they refuse (a float32 q) "
+                      "through the kernels, which under the interpreter compute the same contract: results within "
+                      "the tolerance rule either way, only the speed differs"),
+    ("optimized", _FP8_CUDA, "== -> !="): _GPU_ONLY,
+    ("optimized", _FP8_CUDA, "== -> != (#2)"): _GPU_ONLY,
+    ("optimized", _CAPABILITY, "9 -> 10"): _GPU_ONLY,
+    ("optimized", _CAPABILITY, "9 -> 8"): _GPU_ONLY,
     ("optimized", _DISPATCH, "not x -> x"): _OTHER_PATH,
     ("optimized", _DISPATCH, "== -> !="): _OTHER_PATH,
     ("optimized", _DISPATCH, "quant_kernel_supports(a, b, ...) -> quant_kernel_supports(b, a, ...)"): (

@@ -25,6 +25,19 @@ TRIAGE = {
      "// -> /"): _GPU,
     ("optimized", "cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=_pick_block_k(64, group), DOT=True, num_warps=8, "
                   "num_stages=3)", "64 -> 63"): _GPU,
+    ("optimized", "cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=_pick_block_k(64, group), DOT=True, num_warps=8, "
+                  "num_stages=3)", "3 -> 2"): _GPU,
+    ("optimized", "cfg = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, "
+                  "num_stages=4)", "4 -> 5 (#2)"): _GPU,
+    ("optimized", "def launch_config(m: int, n: int, k: int, group: int, device_type: str, sms: int = 132) -> dict:",
+     "132 -> 131"): ("equivalent", "the default SM count (callers pass the device's): only the split-K count the cuda "
+                                   "branch derives from it changes, a launch shape, not the result"),
+    ("optimized", "cfg = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, "
+                  "num_stages=4)", "128 -> 127"): _GPU,
+    ("optimized", "elif m <= 16:", "16 -> 15"): _GPU,
+    ("optimized", "if x.is_cuda else 0", "0 -> 1"): (
+        "equivalent", "the SM count passed for a CPU tensor: launch_config's CPU branch returns before reading sms"),
+    ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "max -> min"): _TILES,
     ("optimized", "bm = 16 if dot else (1 if m == 1 else 2)", "== -> !="): _TILES,
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "1 -> 2"): _TILES,
     ("optimized", "num_warps=4, num_stages=1)", "4 -> 5"): _INTERP,
