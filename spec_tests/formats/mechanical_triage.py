@@ -5,7 +5,20 @@ Gap the first sample found, closed since (no entry here): ``dequantize_blocks`` 
 (``codes.dim() < 2``): test_blocks.py now dequantises a 1-d tensor of every block format.
 """
 
+_NVFP4_RECHECK = ("equivalent", "quantize_blocks' early tensor_scale > 0 check: the NVFP4 path checks the float32 value "
+                                 "again (0 < s < inf) before anything is computed, with the same ValueError naming "
+                                 "tensor_scale (the call has no state)")
+
 TRIAGE = {
+    ("optimized", "if tensor_scale <= 0:", "<= -> <"): _NVFP4_RECHECK,
+    ("optimized", 'raise ValueError(f"tensor_scale must be > 0, got {tensor_scale}")',
+     'drop `raise ValueError(f"tensor_scale must be > 0, got {tensor_sca`'): _NVFP4_RECHECK,
+    ("reference", 'raise ValueError(f"x\'s amax {tensor_scale * NVFP4_RANGE:g} is beyond a float32 tensor scale\'s range '
+                  '(amax / 2688 > 3.4e38)")',
+     'drop `raise ValueError(f"x\'s amax {tensor_scale * NVFP4_RANGE:g} i`'): (
+        "equivalent", "without it the tensor scale is inf, every block scale decodes to NaN, and encoding the "
+                      "elements into E2M1 (no NaN) raises the ValueError naming x that the bad-input row asks for; the "
+                      "call has no state"),
     ("reference", "return torch.uint8 if self.bits <= 8 else torch.int32", "8 -> 9"): (
         "equivalent", "no format has 9 bits: every format is 4, 8 or 16 bits wide, on the same side of 8 and of 9"),
     ("optimized", "return (top << f.man_bits) | ((1 << f.man_bits) - 1)", "- -> +"): (

@@ -35,6 +35,7 @@ TRIAGE = {
     ("optimized", _CAPABILITY, "9 -> 8"): _GPU_ONLY,
     ("optimized", _DISPATCH, "not x -> x"): _OTHER_PATH,
     ("optimized", _DISPATCH, "== -> !="): _OTHER_PATH,
+    ("optimized", _DISPATCH, "or -> and"): _OTHER_PATH,
     ("optimized", _DISPATCH, "quant_kernel_supports(a, b, ...) -> quant_kernel_supports(b, a, ...)"): (
         "equivalent", "quant_kernel_supports(k_cache, q) reads the codes' dtype (float8/int8, never a kernel dtype): "
                       "every call takes the reference path, same results"),

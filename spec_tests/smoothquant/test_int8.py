@@ -312,6 +312,7 @@ LIN_BAD = [
     Bad("per_token int", dict(per_token=0), TypeError, ("per_token",)),
     Bad("per_channel None", dict(per_channel=None), TypeError, ("per_channel",)),
     Bad("act_scale negative", dict(per_token=False, act_scale=-1.0), ValueError, ("act_scale",)),
+    Bad("act_scale zero", dict(per_token=False, act_scale=0.0), ValueError, ("act_scale",)),
     Bad("act_scale with per_token", dict(per_token=True, act_scale=0.1), ValueError, ("act_scale",)),
     Bad("act_scale string", dict(per_token=False, act_scale="1"), TypeError, ("act_scale",)),
 ]

@@ -38,6 +38,21 @@ TRIAGE = {
     ("optimized", "if x.is_cuda else 0", "0 -> 1"): (
         "equivalent", "the SM count passed for a CPU tensor: launch_config's CPU branch returns before reading sms"),
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "max -> min"): _TILES,
+    ("optimized", "cfg = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, "
+                  "num_stages=4)", "4 -> 5"): _GPU,
+    ("optimized", "cfg = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, "
+                  "num_stages=4)", "_pick_block_k(a, b, ...) -> _pick_block_k(b, a, ...)"): _GPU,
+    ("optimized", "if bk <= preferred and group % bk == 0:", "0 -> 1"): _GPU,
+    ("optimized", "if bk <= preferred and group % bk == 0:", "and -> or"): _GPU,
+    ("optimized", "if m <= 4:", "<= -> <"): _GPU,
+    ("optimized", "return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8", "8 -> 9"): _GPU,
+    ("optimized", "dot = m > 2", "> -> >="): ("equivalent", "two rows take the tensor-core tile path instead of the GEMV "
+                                                          "path: both compute the same product (the spec's tolerance "
+                                                          "rule holds for either; only the launch changes)"),
+    ("optimized", "@functools.lru_cache(maxsize=16)", "16 -> 17"): ("equivalent", "the SM-count cache's size: memory, "
+                                                                                  "not results"),
+    ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "max(a, b, ...) -> max(b, a, ...)"): (
+        "equivalent", "max is symmetric"),
     ("optimized", "bm = 16 if dot else (1 if m == 1 else 2)", "== -> !="): _TILES,
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "1 -> 2"): _TILES,
     ("optimized", "num_warps=4, num_stages=1)", "4 -> 5"): _INTERP,

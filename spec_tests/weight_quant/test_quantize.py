@@ -203,6 +203,16 @@ def test_per_channel_is_one_group_per_row(impl):
     assert default[1].shape == (3, 2)
 
 
+def test_one_input_feature_int8(impl):
+    """INT8 has no packing, so a single input feature (in_features 1, one group of one column) is a
+    legal weight: it quantises and dequantises within half a step (w = absmax: exactly)."""
+    w = torch.tensor([[0.75], [-2.5], [0.0]])
+    codes, scales, zeros = impl.get("quantize")(w, bits=8, group_size=None, symmetric=True)
+    assert codes.shape == (3, 1) and scales.shape == (3, 1), (codes.shape, scales.shape)
+    got = impl.get("dequantize")(codes, scales, zeros)
+    assert torch.equal(got.cpu().to(torch.float32), w), f"a one-column int8 weight round trip gave {got.tolist()}"
+
+
 def test_all_zero_group_dequantizes_to_exact_zero(impl):
     """A group of zeros (and one of -0.0) dequantises to exactly 0 with a positive finite scale,
     in both modes: no 0/0."""
