@@ -27,6 +27,7 @@ from reference.formats import (
     FORMATS,
     NVFP4_RANGE,
     Format,
+    check_block_codes,
     check_bool,
     check_codes,
     check_format,
@@ -299,24 +300,7 @@ def quantize_blocks(x: torch.Tensor, fmt: str, *, tensor_scale: float | None = N
 def dequantize_blocks(codes: torch.Tensor, scales: torch.Tensor, tensor_scale, fmt: str, *,
                       dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """See ``reference.formats.dequantize_blocks`` (the contract); bit-equal to it."""
-    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
-    check_codes(codes, FORMATS[bf.element])
-    check_codes(scales, FORMATS[bf.scale], "scales")
-    if isinstance(tensor_scale, torch.Tensor):
-        if tensor_scale.dim() != 0 or not tensor_scale.is_floating_point():
-            raise TypeError(f"tensor_scale must be a real or a 0-d float tensor, got {tensor_scale!r}")
-        tensor_scale = float(tensor_scale)
-    s = check_real("tensor_scale", tensor_scale, minimum=0.0)
-    if s == 0:
-        raise ValueError("tensor_scale must be > 0, got 0")
-    check_out_dtype(dtype)
-    if codes.dim() < 1 or codes.shape[-1] % bf.block:
-        raise ValueError(f"codes' last dimension must be a multiple of {bf.name}'s block size "
-                         f"{bf.block}, got shape {tuple(codes.shape)}")
-    expect = (*codes.shape[:-1], codes.shape[-1] // bf.block)
-    if tuple(scales.shape) != expect:
-        raise ValueError(f"scales must have shape {expect} for codes of shape {tuple(codes.shape)}, "
-                         f"got {tuple(scales.shape)}")
+    bf, s, expect = check_block_codes(codes, scales, tensor_scale, fmt, dtype)
     elements = decode(codes, bf.element).reshape(*expect, bf.block)
     scale = decode(scales, bf.scale).unsqueeze(-1)
     return (elements * scale * s).reshape(codes.shape).to(dtype)

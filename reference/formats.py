@@ -455,21 +455,9 @@ def quantize_blocks(x: torch.Tensor, fmt: str, *, tensor_scale: float | None = N
     return codes.reshape(x.shape), scales, s
 
 
-def dequantize_blocks(codes: torch.Tensor, scales: torch.Tensor, tensor_scale, fmt: str, *,
-                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """The values of block-quantised ``codes``: decode(code) * decode(scale of its block) *
-    tensor_scale, in ``dtype`` (float64 by default, or float32), ``codes``' shape.
-
-    ``codes``: an integer tensor of element codes, rank >= 1, last dimension a multiple of the
-    block; ``scales``: an integer tensor of scale codes, shape (..., last // block);
-    ``tensor_scale``: a 0-d tensor or a real, finite and > 0 (1.0 for MX). An MX NaN scale (0xFF)
-    makes its whole block NaN. The product is exact in float64 (an element's significand, a
-    scale's, and a float32's fit in 53 bits).
-
-    Bad input: ``codes``/``scales`` as in ``decode`` (naming each), ``scales`` of the wrong shape
-    -> ``ValueError`` naming ``scales``; a last dimension not a multiple of the block ->
-    ``ValueError`` naming ``codes``; ``tensor_scale`` not a real or 0-d tensor -> ``TypeError``,
-    <= 0 or not finite -> ``ValueError``, naming it; ``fmt``, ``dtype`` as in ``decode``."""
+def check_block_codes(codes, scales, tensor_scale, fmt, dtype) -> tuple["BlockFormat", float, tuple]:
+    """:func:`dequantize_blocks`' argument checks (its docstring's bad input), before anything is
+    computed: ``(the block format, tensor_scale as a float, the shape scales must have)``."""
     bf = check_format(fmt, BLOCK_FORMATS, "a block format")
     check_codes(codes, FORMATS[bf.element])
     check_codes(scales, FORMATS[bf.scale], "scales")
@@ -488,6 +476,25 @@ def dequantize_blocks(codes: torch.Tensor, scales: torch.Tensor, tensor_scale, f
     if tuple(scales.shape) != expect:
         raise ValueError(f"scales must have shape {expect} for codes of shape {tuple(codes.shape)}, "
                          f"got {tuple(scales.shape)}")
+    return bf, s, expect
+
+
+def dequantize_blocks(codes: torch.Tensor, scales: torch.Tensor, tensor_scale, fmt: str, *,
+                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """The values of block-quantised ``codes``: decode(code) * decode(scale of its block) *
+    tensor_scale, in ``dtype`` (float64 by default, or float32), ``codes``' shape.
+
+    ``codes``: an integer tensor of element codes, rank >= 1, last dimension a multiple of the
+    block; ``scales``: an integer tensor of scale codes, shape (..., last // block);
+    ``tensor_scale``: a 0-d tensor or a real, finite and > 0 (1.0 for MX). An MX NaN scale (0xFF)
+    makes its whole block NaN. The product is exact in float64 (an element's significand, a
+    scale's, and a float32's fit in 53 bits).
+
+    Bad input: ``codes``/``scales`` as in ``decode`` (naming each), ``scales`` of the wrong shape
+    -> ``ValueError`` naming ``scales``; a last dimension not a multiple of the block ->
+    ``ValueError`` naming ``codes``; ``tensor_scale`` not a real or 0-d tensor -> ``TypeError``,
+    <= 0 or not finite -> ``ValueError``, naming it; ``fmt``, ``dtype`` as in ``decode``."""
+    bf, s, expect = check_block_codes(codes, scales, tensor_scale, fmt, dtype)
     elements = decode(codes, bf.element).reshape(*expect, bf.block)
     scale = decode(scales, bf.scale).unsqueeze(-1)
     return (elements * scale * s).reshape(codes.shape).to(dtype)

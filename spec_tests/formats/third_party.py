@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from reference._checks import FLOAT_DTYPES, check_real, check_tensor
-from reference.formats import BLOCK_FORMATS, FORMATS, check_bool, check_codes, check_format, check_out_dtype
+from reference.formats import (BLOCK_FORMATS, FORMATS, check_block_codes, check_bool, check_codes, check_format,
+                               check_out_dtype)
 
 __all__ = ["encode", "decode", "representable", "quantize_blocks", "dequantize_blocks"]
 
@@ -148,22 +149,7 @@ def quantize_blocks(x, fmt, *, tensor_scale=None):
 
 
 def dequantize_blocks(codes, scales, tensor_scale, fmt, *, dtype=torch.float64):
-    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
-    check_codes(codes, FORMATS[bf.element])
-    check_codes(scales, FORMATS[bf.scale], "scales")
-    if isinstance(tensor_scale, torch.Tensor):
-        if tensor_scale.dim() != 0 or not tensor_scale.is_floating_point():
-            raise TypeError(f"tensor_scale must be a real or a 0-d float tensor, got {tensor_scale!r}")
-        tensor_scale = float(tensor_scale)
-    s = check_real("tensor_scale", tensor_scale, minimum=0.0)
-    if s == 0:
-        raise ValueError("tensor_scale must be > 0")
-    check_out_dtype(dtype)
-    if codes.dim() < 1 or codes.shape[-1] % bf.block:
-        raise ValueError(f"codes' last dimension must be a multiple of {bf.block}, got shape {tuple(codes.shape)}")
-    expect = (*codes.shape[:-1], codes.shape[-1] // bf.block)
-    if tuple(scales.shape) != expect:
-        raise ValueError(f"scales must have shape {expect}, got {tuple(scales.shape)}")
+    bf, s, expect = check_block_codes(codes, scales, tensor_scale, fmt, dtype)   # the contract's argument checks
     el = _decode_np(codes.cpu().to(torch.int64).numpy(), bf.element).reshape(*expect, bf.block)
     sc = _decode_np(scales.cpu().to(torch.int64).numpy(), bf.scale)[..., None]
     return torch.from_numpy(np.ascontiguousarray((el * sc * s).reshape(tuple(codes.shape)))).to(dtype)
