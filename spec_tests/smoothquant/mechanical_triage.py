@@ -9,6 +9,9 @@ strategies now zero x's channel alone too, pinned by an example).
 TRIAGE = {
     ("reference", "MAX_IN_FEATURES = (2**31 - 1) // (128 * 128)  # 131071: int32 accumulation cannot overflow",
      "1 -> 2"): ("equivalent", "(2**31 - 2) // 16384 and (2**31 - 1) // 16384 are both 131071"),
+    ("reference", "MAX_IN_FEATURES = (2**31 - 1) // (128 * 128)  # 131071: int32 accumulation cannot overflow",
+     "// -> /"): ("equivalent", "131071.99994 instead of 131071: an integer in_features is above one exactly when it "
+                                "is above the other"),
     ("reference", "first = batches[0]", "0 -> -1"): (
         "equivalent", "first is only the batch every other is compared with: a legal list has one dtype and one in, "
                       "so the result (shape, dtype, values) is the same; an illegal one is rejected either way with "

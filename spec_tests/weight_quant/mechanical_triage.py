@@ -53,6 +53,13 @@ TRIAGE = {
                                                                                   "not results"),
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "max(a, b, ...) -> max(b, a, ...)"): (
         "equivalent", "max is symmetric"),
+    ("optimized", "@functools.lru_cache(maxsize=1024)", "1024 -> 1025"): ("equivalent", "a cache's size: memory, "
+                                                                                      "not results"),
+    ("optimized", "for bk in (preferred, 128, 64, 32):", "64 -> 65"): _GPU,
+    ("optimized", "return 32", "32 -> 33"): _GPU,
+    ("optimized", "sms = _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()) \\",
+     "is not -> is"): _GPU,
+    ("optimized", "num_warps=4)", "4 -> 5"): _INTERP,
     ("optimized", "bm = 16 if dot else (1 if m == 1 else 2)", "== -> !="): _TILES,
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "1 -> 2"): _TILES,
     ("optimized", "num_warps=4, num_stages=1)", "4 -> 5"): _INTERP,
