@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import torch
 
-from reference._checks import FLOAT_DTYPES, check_real, check_tensor
+from reference._checks import FLOAT_DTYPES, check_tensor
 from reference.formats import (
-    BLOCK_FORMATS,
     FORMATS,
     NVFP4_RANGE,
     Format,
     check_block_codes,
+    check_block_input,
     check_bool,
     check_codes,
     check_format,
@@ -279,20 +279,8 @@ def _quantize_nvfp4(x: torch.Tensor, bf, tensor_scale):
 
 def quantize_blocks(x: torch.Tensor, fmt: str, *, tensor_scale: float | None = None):
     """See ``reference.formats.quantize_blocks`` (the contract); bit-equal to it."""
-    check_tensor("x", x, dtypes=FLOAT_DTYPES)
-    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
-    if tensor_scale is not None:
-        check_real("tensor_scale", tensor_scale)
-        if not bf.tensor_scale:
-            raise ValueError(f"tensor_scale is for nvfp4 only; {bf.name} has no per-tensor scale")
-        if tensor_scale <= 0:
-            raise ValueError(f"tensor_scale must be > 0, got {tensor_scale}")
-    if x.dim() < 1 or x.shape[-1] % bf.block:
-        raise ValueError(f"x's last dimension must be a multiple of {bf.name}'s block size "
-                         f"{bf.block}, got shape {tuple(x.shape)}")
+    bf = check_block_input(x, fmt, tensor_scale)
     if bf.tensor_scale:
-        if not bool(torch.isfinite(x).all()):
-            raise ValueError("x must be finite for nvfp4 (its per-tensor scale needs a finite amax)")
         return _quantize_nvfp4(x, bf, tensor_scale)
     return _quantize_mx(x, bf)
 

@@ -359,11 +359,27 @@ def representable(fmt: str) -> torch.Tensor:
 
 
 # --- block-scaled formats ---------------------------------------------------------------------
-def _blocks(x: torch.Tensor, bf: BlockFormat) -> torch.Tensor:
-    """``x`` as float64 (..., n_blocks, block)."""
+def check_block_input(x, fmt, tensor_scale) -> "BlockFormat":
+    """:func:`quantize_blocks`' argument checks (its docstring's bad input, but the float32 range of
+    the tensor scale, checked where it is computed), before anything is computed: the block format."""
+    check_tensor("x", x, dtypes=FLOAT_DTYPES)
+    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
+    if tensor_scale is not None:
+        check_real("tensor_scale", tensor_scale)
+        if not bf.tensor_scale:
+            raise ValueError(f"tensor_scale is for nvfp4 only; {bf.name} has no per-tensor scale")
+        if tensor_scale <= 0:
+            raise ValueError(f"tensor_scale must be > 0, got {tensor_scale}")
     if x.dim() < 1 or x.shape[-1] % bf.block:
         raise ValueError(f"x's last dimension must be a multiple of {bf.name}'s block size "
                          f"{bf.block}, got shape {tuple(x.shape)}")
+    if bf.tensor_scale and not bool(torch.isfinite(x).all()):
+        raise ValueError("x must be finite for nvfp4 (its per-tensor scale needs a finite amax)")
+    return bf
+
+
+def _blocks(x: torch.Tensor, bf: BlockFormat) -> torch.Tensor:
+    """``x`` (checked by :func:`check_block_input`) as float64 (..., n_blocks, block)."""
     return x.to(torch.float64).reshape(*x.shape[:-1], x.shape[-1] // bf.block, bf.block)
 
 
@@ -437,18 +453,9 @@ def quantize_blocks(x: torch.Tensor, fmt: str, *, tensor_scale: float | None = N
     not finite, rounding to 0 or Inf in float32, or given for an MX format -> ``ValueError``,
     naming ``tensor_scale``; NVFP4 from float64 ``x`` whose amax / 2688 overflows float32 ->
     ``ValueError`` naming ``x``."""
-    check_tensor("x", x, dtypes=FLOAT_DTYPES)
-    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
-    if tensor_scale is not None:
-        check_real("tensor_scale", tensor_scale)
-        if not bf.tensor_scale:
-            raise ValueError(f"tensor_scale is for nvfp4 only; {bf.name} has no per-tensor scale")
-        if tensor_scale <= 0:
-            raise ValueError(f"tensor_scale must be > 0, got {tensor_scale}")
+    bf = check_block_input(x, fmt, tensor_scale)
     blocks = _blocks(x, bf)
     if bf.tensor_scale:
-        if not bool(torch.isfinite(blocks).all()):
-            raise ValueError("x must be finite for nvfp4 (its per-tensor scale needs a finite amax)")
         codes, scales, s = _quantize_nvfp4(blocks, bf, tensor_scale)
     else:
         codes, scales, s = _quantize_mx(blocks, bf)

@@ -162,16 +162,21 @@ def check_quantized(codes, scales, zeros, *, codes_name: str = "codes") -> int:
     """``codes`` uint8 (out, in), ``scales`` floating and ``zeros`` uint8 (out, groups), groups
     dividing in; same device. Returns the group size."""
     check_tensor(codes_name, codes, ndim=2, dims="out_features, in_features", dtypes=CODE_DTYPES)
+    check_scales_zeros(scales, zeros, codes.shape[0], codes.device, codes_name)
+    return check_groups(scales.shape[1], codes.shape[1], codes_name)
+
+
+def check_scales_zeros(scales, zeros, out_features: int, device, owner: str) -> None:
+    """``scales`` floating and ``zeros`` uint8, both (out_features, groups), on ``owner``'s device."""
     check_tensor("scales", scales, ndim=2, dims="out_features, groups", dtypes=FLOAT_DTYPES)
     check_tensor("zeros", zeros, ndim=2, dims="out_features, groups", dtypes=CODE_DTYPES)
     for name, t in (("scales", scales), ("zeros", zeros)):
-        if t.device != codes.device:
-            raise ValueError(f"{name} must be on {codes_name}'s device {codes.device}, got {t.device}")
-    if scales.shape[0] != codes.shape[0]:
-        raise ValueError(f"scales must have one row per output feature ({codes.shape[0]}), got {scales.shape[0]}")
+        if t.device != device:
+            raise ValueError(f"{name} must be on {owner}'s device {device}, got {t.device}")
+    if scales.shape[0] != out_features:
+        raise ValueError(f"scales must have one row per output feature ({out_features}), got {scales.shape[0]}")
     if zeros.shape != scales.shape:
         raise ValueError(f"zeros must have scales' shape {tuple(scales.shape)}, got {tuple(zeros.shape)}")
-    return check_groups(scales.shape[1], codes.shape[1], codes_name)
 
 
 def check_groups(groups: int, in_features: int, codes_name: str) -> int:
@@ -282,15 +287,7 @@ def check_w4a16_inputs(x, qweight, scales, zeros) -> int:
     if x.shape[-1] != 2 * qweight.shape[1]:
         raise ValueError(f"x's in_features ({x.shape[-1]}) must be twice qweight's packed columns "
                          f"({qweight.shape[1]}): in_features / 2 bytes per row")
-    check_tensor("scales", scales, ndim=2, dims="out_features, groups", dtypes=FLOAT_DTYPES)
-    check_tensor("zeros", zeros, ndim=2, dims="out_features, groups", dtypes=CODE_DTYPES)
-    for name, t in (("scales", scales), ("zeros", zeros)):
-        if t.device != x.device:
-            raise ValueError(f"{name} must be on x's device {x.device}, got {t.device}")
-    if scales.shape[0] != qweight.shape[0]:
-        raise ValueError(f"scales must have one row per output feature ({qweight.shape[0]}), got {scales.shape[0]}")
-    if zeros.shape != scales.shape:
-        raise ValueError(f"zeros must have scales' shape {tuple(scales.shape)}, got {tuple(zeros.shape)}")
+    check_scales_zeros(scales, zeros, qweight.shape[0], x.device, "x")
     return check_groups(scales.shape[1], x.shape[-1], "x")
 
 

@@ -10,8 +10,8 @@ _NVFP4_RECHECK = ("equivalent", "quantize_blocks' early tensor_scale > 0 check: 
                                  "tensor_scale (the call has no state)")
 
 TRIAGE = {
-    ("optimized", "if tensor_scale <= 0:", "<= -> <"): _NVFP4_RECHECK,
-    ("optimized", 'raise ValueError(f"tensor_scale must be > 0, got {tensor_scale}")',
+    ("reference", "if tensor_scale <= 0:", "<= -> <"): _NVFP4_RECHECK,
+    ("reference", 'raise ValueError(f"tensor_scale must be > 0, got {tensor_scale}")',
      'drop `raise ValueError(f"tensor_scale must be > 0, got {tensor_sca`'): _NVFP4_RECHECK,
     ("reference", 'raise ValueError(f"x\'s amax {tensor_scale * NVFP4_RANGE:g} is beyond a float32 tensor scale\'s range '
                   '(amax / 2688 > 3.4e38)")',

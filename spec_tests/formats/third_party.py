@@ -28,9 +28,9 @@ import ml_dtypes
 import numpy as np
 import torch
 
-from reference._checks import FLOAT_DTYPES, check_real, check_tensor
-from reference.formats import (BLOCK_FORMATS, FORMATS, check_block_codes, check_bool, check_codes, check_format,
-                               check_out_dtype)
+from reference._checks import FLOAT_DTYPES, check_tensor
+from reference.formats import (FORMATS, check_block_codes, check_block_input, check_bool,
+                               check_codes, check_format, check_out_dtype)
 
 __all__ = ["encode", "decode", "representable", "quantize_blocks", "dequantize_blocks"]
 
@@ -126,18 +126,7 @@ def _quantize_nvfp4(b: np.ndarray, bf, tensor_scale):
 
 
 def quantize_blocks(x, fmt, *, tensor_scale=None):
-    check_tensor("x", x, dtypes=FLOAT_DTYPES)
-    bf = check_format(fmt, BLOCK_FORMATS, "a block format")
-    if tensor_scale is not None:
-        check_real("tensor_scale", tensor_scale)
-        if not bf.tensor_scale:
-            raise ValueError(f"tensor_scale is for nvfp4 only, not {fmt}")
-        if tensor_scale <= 0:
-            raise ValueError(f"tensor_scale must be > 0, got {tensor_scale}")
-    if x.dim() < 1 or x.shape[-1] % bf.block:
-        raise ValueError(f"x's last dimension must be a multiple of {bf.block}, got shape {tuple(x.shape)}")
-    if bf.tensor_scale and not bool(torch.isfinite(x).all()):
-        raise ValueError("x must be finite for nvfp4")
+    bf = check_block_input(x, fmt, tensor_scale)   # the contract's argument checks
     b = x.detach().to(torch.float64).cpu().numpy().reshape(*x.shape[:-1], x.shape[-1] // bf.block, bf.block)
     if bf.tensor_scale:
         codes, scales, s = _quantize_nvfp4(b, bf, tensor_scale)
