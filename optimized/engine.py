@@ -166,7 +166,7 @@ class Engine(_ReferenceEngine):
     def eager_attention(self, ids, starts, lengths, first, decode, prefill):
         """``attend(q, layer)`` of a mixed step: decode rows through paged attention straight from the
         block tables, prefill rows through FlashAttention varlen over their gathered context."""
-        dev, k_flat, v_flat = self.device, self.flat_pools()[0], self.flat_pools()[1]
+        dev, (k_flat, v_flat) = self.device, self.flat_pools()
         if decode:
             width = max(len(self.tables[ids[i]]) for i in decode)
             decode_rows = torch.tensor([first[i] for i in decode], device=dev)
