@@ -30,9 +30,8 @@ import socket
 import time
 import traceback
 
+import pytest
 import torch
-
-from conformance.implementation import NotImplementedInImpl
 
 FAULT_EXIT = 17
 GRACE = 5.0          # seconds the decode ranks get to report once the prefill rank has
@@ -103,8 +102,8 @@ def _child(rank, world, port, job, fault, conn, timeout):
                                 timeout=datetime.timedelta(seconds=timeout))
         groups = {r: dist.new_group([0, r]) for r in range(1, world)}
         out = {"result": job(rank, groups), "error": None}
-    except NotImplementedInImpl as exc:   # a stub called in the rank: the concept is not implemented
-        out = {"result": None, "error": traceback.format_exc(), "not_implemented": (exc.impl, exc.names, exc.stubbed)}
+    except pytest.skip.Exception as exc:   # the rank skipped (a template's stub: "not implemented")
+        out = {"result": None, "error": traceback.format_exc(), "skip": exc}
     except BaseException:  # noqa: BLE001 -- reported to the test, which decides
         out = {"result": None, "error": traceback.format_exc()}
     out["log"] = state["log"]
@@ -159,7 +158,7 @@ def launch(jobs, *, faults=None, timeout: float = 30.0) -> list[dict]:
             p.kill()
             p.join()
         out["exitcode"] = p.exitcode
-    for out in outs:                           # a template's stub ran in a rank: "not implemented", not a failure
-        if out.get("not_implemented"):
-            raise NotImplementedInImpl(*out["not_implemented"])
+    for out in outs:                           # a rank that skipped skips the test, the same way
+        if out.get("skip") is not None:
+            raise out["skip"]
     return outs
