@@ -103,19 +103,27 @@ def _machine_baseline(kernel: str) -> dict[str, Ratio] | None:
             for r in data["rows"] if r["kernel"] == kernel}
 
 
-def record_baseline(runs: int = 3, path: str | os.PathLike | None = None) -> dict[str, Ratio]:
-    """Measure every attention gate shape ``runs`` times on this machine and keep, per shape,
-    the run with the median ratio: the baseline the gate holds later runs on the same machine to
-    (written to ``path`` as JSON when given; point INFERSPEC_GATE_BASELINE at it)."""
+def record_baseline(runs: int = 3, path: str | os.PathLike | None = None,
+                    kernels=("attention",)) -> dict[str, Ratio]:
+    """Measure every gate shape of ``kernels`` ("attention" and the PUBLIC_GATES) ``runs`` times
+    on this machine and keep, per shape, the run with the median ratio: the baseline the gate
+    holds later runs on the same machine to (written to ``path`` as JSON when given; point
+    INFERSPEC_GATE_BASELINE at it)."""
     per_shape: dict[str, list[Ratio]] = {}
+    kernel_of: dict[str, str] = {}
     for _ in range(runs):
-        for shape in ATTENTION_GATE_SHAPES:
-            m = measure_attention(*shape)
-            per_shape.setdefault(m.shape, []).append(m)
+        for kernel in kernels:
+            if kernel == "attention":
+                ms = [measure_attention(*shape) for shape in ATTENTION_GATE_SHAPES]
+            else:
+                ms = [measure_public(kernel, c.name) for c in public_cases(kernel)]
+            for m in ms:
+                per_shape.setdefault(m.shape, []).append(m)
+                kernel_of[m.shape] = kernel
     base = {k: sorted(v, key=lambda r: r.value)[len(v) // 2] for k, v in per_shape.items()}
     if path is not None:
         import torch
-        rows = [dict(kernel="attention", shape=k, ours_ms=r.ours_ms, peer=r.peer, peer_ms=r.peer_ms,
+        rows = [dict(kernel=kernel_of[k], shape=k, ours_ms=r.ours_ms, peer=r.peer, peer_ms=r.peer_ms,
                      ratio=r.value, runs=[x.value for x in per_shape[k]]) for k, r in sorted(base.items())]
         with open(path, "w") as f:
             json.dump(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, runs=runs, rows=rows), f, indent=1)
@@ -285,6 +293,60 @@ def measure_sampling(dist: str, config: str, batch: int = 256, vocab: int = 1282
     ours = next(p for p in case.providers if p.name == SAMPLING_OURS)
     return _measure(cases, case, ours, SAMPLING_OURS, peers, sampling_shape(dist, config, batch, vocab),
                     timing=dict(rounds=rounds))
+
+
+# ----------------------------------------------------------------------------- the public paths
+# Issue 27's plan/run APIs gated through what an engine calls: ``run`` of a plan made once,
+# CUDA-graph-replayed (the cases' "run (graph)" provider), against the full peers of the same case.
+# No record from another session holds them: their baseline is this machine's
+# (``record_baseline(kernels=...)``, then INFERSPEC_GATE_BASELINE), as gate_proof.py does.
+PUBLIC_OURS = "run (graph)"
+PUBLIC_GATES = {
+    "paged_decode": ("paged_attention", ("sdpa_cudnn", "sdpa_flash")),
+    "verify": ("speculative", ("vectorised PyTorch rejection sampler (vLLM's rule)",)),
+    "sampler": ("sampling", ("transformers warpers + multinomial", "torch.sort top-p sampler")),
+}
+
+
+def public_cases(kernel: str) -> list:
+    """The runner's cases that time ``kernel``'s public run against at least one of its peers."""
+    import importlib
+    module, peers = PUBLIC_GATES[kernel]
+    cases = importlib.import_module(f"bench.cases.{module}").CASES
+    return [c for c in cases if any(p.name == PUBLIC_OURS for p in c.providers)
+            and any(p.name in peers for p in c.providers)]
+
+
+def public_shape(kernel: str, case_name: str) -> str:
+    return f"{kernel} {case_name}"
+
+
+def measure_public(kernel: str, case_name: str, *, slow: str | None = None, rounds: int = 3) -> Ratio:
+    """Time ``kernel``'s public run (graph replay) and its peers on the runner case
+    ``case_name``. ``slow="extra10"`` plants a slowdown in OUR provider only: the case's ``run``
+    builder also runs a second plan over ~10 % of the batch (``extra=0.1``; one row where the batch
+    is under 10), whose measured size gate_proof.py reports."""
+    import importlib
+    module, peers = PUBLIC_GATES[kernel]
+    cases = importlib.import_module(f"bench.cases.{module}")
+    case = next((c for c in public_cases(kernel) if c.name == case_name), None)
+    if case is None:
+        raise KeyError(f"{kernel}: no case {case_name!r} (have {[c.name for c in public_cases(kernel)]})")
+    from bench.runner import P
+    options = {None: {}, "extra10": dict(extra=0.1)}[slow]
+    ours = P(PUBLIC_OURS, "run", graph=True, **options)
+    present = [p for p in case.providers if p.name in peers]
+    return _measure(cases, case, ours, PUBLIC_OURS, present, public_shape(kernel, case_name),
+                    timing=dict(rounds=rounds))
+
+
+def recorded_public(kernel: str) -> dict[str, Ratio]:
+    """The machine baseline's ratios of ``kernel`` (INFERSPEC_GATE_BASELINE)."""
+    base = _machine_baseline(kernel)
+    if base is None:
+        raise FileNotFoundError(f"{kernel}: the public paths have no cross-session record; record this "
+                                f"machine's baseline first (python -m bench.gate_proof --kernel {kernel})")
+    return base
 
 
 def main() -> int:

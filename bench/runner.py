@@ -68,6 +68,12 @@ class Provider:
     graph: bool = False
 
 
+def extra_rows(batch: int, extra: float) -> int:
+    """The rows a builder's planted ``extra`` slowdown (bench/gate_proof.py) runs a second time:
+    ``max(1, round(extra x batch))``."""
+    return max(1, round(extra * batch))
+
+
 def P(name: str, build: str | None = None, *, graph: bool = False, **options) -> Provider:
     """Provider shorthand: the builder defaults to the provider's name."""
     return Provider(name, build or name, dict(options), graph)

@@ -366,6 +366,11 @@ NOTES = {
         "a pool of 8 blocks of 4 slots, all in use: `'alpha'` (6 tokens) forked into `'beta'`, "
         "`'gamma'` (9 tokens), `'delta'` (12); `'gone'` was allocated and freed, `'nobody'` never "
         "allocated, `'omega'` is a new id",
+    "parallel_sampling/test_branch_kv.py::test_rejects_bad_input":
+        "a pool of 6 blocks of 2 slots, 2 layers, 1 KV head of dimension 2: `'p'` holds 3 tokens (a full "
+        "block and a partial one) and was forked into `'q'`, `'r'` holds 2 tokens, `'nobody'` was never "
+        "added; a tensor `(2, n, 1, 2)` is `n` tokens' K or V; tables, lengths, K/V and ref counts compared "
+        "before and after",
     **{f"prefix_cache/test_prefix_cache.py::test_{name}_rejects_bad_input":
        "a pool of 6 blocks of 2 tokens: `'a'` holds `[1, 2, 3, 4, 5]` (3 blocks, all computed), `'b'` "
        "holds `[7, 7]` (1 block, not computed)" for name in ("allocate", "mark_computed", "free", "lookup")},
@@ -378,6 +383,9 @@ NOTES = {
         "the rejected call the right update must give the reference's result",
     "eviction/test_eviction.py::test_rejects_bad_input":
         "an `LFU()` that tracks `'a'` (touched at 3 and 5) and `'b'` (touched at 5): its clock is at 5",
+    "kv_tiers/test_kv_tiers.py::test_calls_reject_bad_input_and_change_nothing":
+        "a store of capacities `(2, 1, 1)` after `put` of `'a'`, `'b'`, `'c'`, `'d'`: hbm `['c', 'd']`, host "
+        "`['b']`, disk `['a']`; orders, bits, `bytes_moved` and the files compared before and after",
 }
 # The bad-input tests whose call is not ``assert_rejects(impl.get("<name>"), ...)``: what
 # they call, as shown on the page. ``{key}`` is filled from the row's arguments (and the key is
@@ -394,11 +402,30 @@ CALLS = {
         "StopChecker.append, after a stop string or max_tokens finished the generation",
     "stopping/test_stopping.py::test_bad_appends_change_nothing":
         "StopChecker.append, at a random point of a random generation",
+    "budget/test_forcer.py::test_forcer_rejects_bad_budgets": "BudgetForcer(ThinkingBudget(...))",
+    "budget/test_forcer.py::test_step_rejects_bad_token_ids": "BudgetForcer.step, in the middle of a Wait",
     "kv_bytes/test_kv_bytes.py::test_append_rejects_bad_input": "KVCache.append",
+    "tensor_parallel/test_tensor_parallel.py::test_forward_rejects_bad_input":
+        "TensorParallelTransformer(model, 0, 1)(tokens, cache=cache), 2 positions cached",
+    "tensor_parallel/test_tensor_parallel.py::test_new_cache_rejects_bad_input": "TensorParallelTransformer.new_cache",
     "kv_bytes/test_kv_bytes.py::test_overflow_raises_and_leaves_cache_unchanged": "KVCache.append",
+    "paged_attention/test_plan_run.py::test_run_refuses_tensors_unlike_the_plan":
+        "PagedAttentionPlan.run, after a plan of the valid call",
+    "paged_attention/test_plan_run.py::test_plan_rejects_what_paged_attention_rejects": "PagedAttentionPlan.plan",
+    "paged_attention/test_plan_run.py::test_plan_checks_max_seq_len": "PagedAttentionPlan.plan",
+    "sampling/test_plan_run.py::test_run_refuses_inputs_unlike_the_plan":
+        "SamplerPlan.run, after a plan of the valid call",
+    "sampling/test_plan_run.py::test_plan_rejects_what_sample_rejects": "SamplerPlan.plan",
+    "speculative/test_plan_run.py::test_run_refuses_arguments_unlike_the_plan":
+        "VerifyPlan.run, after a plan of the valid call",
+    "speculative/test_plan_run.py::test_run_refuses_arguments_on_another_device":
+        "VerifyPlan.run, after a plan of the valid call",
+    "speculative/test_plan_run.py::test_plan_rejects_what_verify_rejects": "VerifyPlan.plan",
     "paged/test_allocator.py::test_rejects_bad_input": "BlockAllocator.{op}{args}",
     "paged/test_allocator.py::test_pool_rejects_bad_sizes": "BlockAllocator",
+    "parallel_sampling/test_branch_kv.py::test_rejects_bad_input": "BranchKV.{op}{args}",
     "eviction/test_eviction.py::test_rejects_bad_input": "LFU().{method}",
+    "kv_tiers/test_kv_tiers.py::test_calls_reject_bad_input_and_change_nothing": "KVTierStore.{op}",
     "prefix_cache/test_prefix_cache.py::test_allocate_rejects_bad_input": "PrefixCache.allocate",
     "prefix_cache/test_prefix_cache.py::test_mark_computed_rejects_bad_input": "PrefixCache.mark_computed",
     "prefix_cache/test_prefix_cache.py::test_free_rejects_bad_input": "PrefixCache.free",
@@ -421,6 +448,10 @@ CALLS = {
     "prefix_cache/test_prefix_cache.py::test_block_table_rejects_bad_input": "PrefixCache.block_table",
     "batch_invariant/test_batch_invariant.py::test_row_functions_reject_bad_input":
         "log_softmax, softmax, row_sum and row_mean",
+    "routing/test_routing.py::test_route_rejects_bad_input":
+        "Router(3, policy, load_cap=1).route, after route(\"first\", [1, 2, 3], \"s\")",
+    "routing/test_routing.py::test_complete_rejects_bad_input":
+        "Router(2, \"least_loaded\").complete, request \"done\" completed, request 0 in flight",
 }
 
 

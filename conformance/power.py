@@ -1,8 +1,9 @@
 """The suite's power, measured: every mutant run against its own concept.
 
-One pytest process per group of concepts (groups of about equal mutant counts, run in parallel),
-each with every mutant of its concepts as an ``--impl`` and ``--first-failure-per-concept`` (the
-verdict is known at the first failure); the JSON reports are merged. Used by
+One pytest process per concept (at most ``PLANTED_CHUNK`` mutants each, the processes run side by
+side), each over that concept's tests with its mutants as ``--impl``s and
+``--first-failure-per-concept`` (the verdict is known at the first failure); the JSON reports are
+merged. Used by
 
 * ``spec_tests/suite/test_suite_power.py`` with the derandomized ``mutants`` profile (CI gates on it);
 * ``inferspec power --seeds 1,2,3,4,5`` — the issue's bar: every mutant caught by each of five
@@ -210,7 +211,8 @@ def _chunk_report(chunk: list, profile: str, seed: int | None, tmp: Path, tag: s
     """One pytest process over the spec with every mutant of ``chunk`` as an ``--impl``."""
     cid, m = chunk[0]
     out = tmp / f"{tag}-{'isolated-' if isolate else ''}{mutants.impl_id(cid, m.name)}-{seed}.json"
-    proc = _pytest_one([str(SPEC_DIR)], _chunk_args(chunk, tmp, isolate), profile, seed, out, timeout, limit_as)
+    targets = [str(SPEC_DIR / c) for c in sorted({c for c, _ in chunk})]   # collect those concepts only
+    proc = _pytest_one(targets, _chunk_args(chunk, tmp, isolate), profile, seed, out, timeout, limit_as)
     return _report_of(out, proc, tag)
 
 
@@ -221,19 +223,51 @@ def _chunks(members: list, size: int | None) -> list[list]:
     return [members[i:i + size] for i in range(0, len(members), size)]
 
 
+PLANTED_CHUNK = 40       # planted mutants per pytest process (each loaded mutant holds its modules)
+EXPLICIT_ONLY = "pins"   # the profile of run(explicit_first=True)'s first pass: explicit examples only
+
+
 def run(selected=None, *, profile: str = "mutants", seed: int | None = None, tmp: Path | None = None,
         jobs: int | None = None, timeout: float = 4 * 3600, control: bool = True,
-        max_impls: int | None = None, isolate: bool = False) -> dict:
+        max_impls: int | None = None, isolate: bool = False, explicit_first: bool = False) -> dict:
     """Run the mutants (``[(concept, mutant)]``, default all) and return the merged report JSON
     (``{"concepts": {cid: {impl_id: cell}}, "controls": {impl_id: cell}}``); with ``control``, then
     each caught mutant's failing test against its control (module doc). Mechanical variants run
     in-process under guards, or each isolated as a submission with ``isolate`` (see
-    ``ISOLATION_LIMITS``). Raises RuntimeError when a group wrote no report."""
+    ``ISOLATION_LIMITS``). Raises RuntimeError when a group wrote no report.
+
+    ``explicit_first``: first run every mutant with the explicit examples alone (profile ``pins``),
+    then only those it did not catch under ``profile``. The verdicts are those of one run under
+    ``profile`` (its explicit phase runs the same examples, so a mutant one of them fails is caught
+    by every run of the spec), at a fraction of the cost; each catch's control runs under the
+    profile that caught it, and ``report["caught_by_explicit"]`` lists the mutants caught first."""
     selected = mutants.all_mutants() if selected is None else list(selected)
     tmp = Path(tempfile.mkdtemp(prefix="inferspec-power-")) if tmp is None else tmp
+    if explicit_first and profile != EXPLICIT_ONLY:
+        kw = dict(seed=seed, tmp=tmp, jobs=jobs, timeout=timeout, control=control, max_impls=max_impls,
+                  isolate=isolate)
+        first = run(selected, profile=EXPLICIT_ONLY, **kw)
+        caught = [(c, m) for c, m in selected if verdict(first, c, m.name)[0]]
+        ids = {mutants.impl_id(c, m.name) for c, m in caught}
+        rest = [(c, m) for c, m in selected if mutants.impl_id(c, m.name) not in ids]
+        second = run(rest, profile=profile, **kw) if rest else {"concepts": {}, "controls": {}}
+        keep = {"concepts": {cid: {k: v for k, v in row.items() if k in ids}
+                             for cid, row in first["concepts"].items()}}
+        merged = _merge([keep, second])
+        merged["controls"] = {**{k: v for k, v in first.get("controls", {}).items() if k in ids},
+                              **second.get("controls", {})}
+        merged["caught_by_explicit"] = sorted(ids)
+        return merged
     jobs = jobs or max(1, min(4, os.cpu_count() or 1))
-    chunks = [chunk for group in groups(selected, jobs)
-              for chunk in _chunks([(cid, m) for cid, m in selected if cid in group], max_impls)]
+    if max_impls is None:
+        # one process per concept (at most PLANTED_CHUNK mutants each; it collects that concept's
+        # tests only, and its memory stays bounded), the largest first, ``jobs`` at a time
+        chunks = sorted((chunk for cid in dict.fromkeys(c for c, _ in selected)
+                         for chunk in _chunks([x for x in selected if x[0] == cid], PLANTED_CHUNK)),
+                        key=len, reverse=True)
+    else:
+        chunks = [chunk for group in groups(selected, jobs)
+                  for chunk in _chunks([(cid, m) for cid, m in selected if cid in group], max_impls)]
 
     def one(chunk: list) -> dict:
         if not isolate and any(_isolated(m) for _, m in chunk):
@@ -396,6 +430,19 @@ def verdict(report: dict, cid: str, name: str) -> tuple[bool, str]:
     return False, f"{cell['status']} ({cell['passed']} passed)"
 
 
+def recorded_survivors(selected: list, path: Path) -> list:
+    """The members of ``selected`` that the results file ``path`` records as not killed and that
+    their concept's mechanical_triage.py does not explain."""
+    from conformance import mechanical
+    data = mechanical.recorded(path)
+    out = []
+    for c, m in selected:
+        k = mechanical.key(c, m.name)
+        if data.get(c, {}).get("variants", {}).get("\t".join(k)) is False and k not in mechanical.triage(c):
+            out.append((c, m))
+    return out
+
+
 def _killed_by_death(cell: dict, name: str) -> bool:
     """A mechanical mutant whose isolated run hung, blew its memory cap or crashed was seen by the
     spec (the unchanged file does none of these): killed. A planted mutant runs in-process and
@@ -418,6 +465,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--jobs", type=int, default=1, help="processes per seed (default 1; the seeds run side by side)")
     p.add_argument("--no-control", action="store_true",
                    help="skip the controls (each caught mutant's failing test run without the bug)")
+    p.add_argument("--explicit-first", action="store_true",
+                   help="with a derandomized --profile: run every mutant with its concept's explicit examples "
+                        "alone first, then only those they did not catch (the CI gate's way: the same verdicts, "
+                        "a fraction of the time)")
     p.add_argument("--mechanical", choices=["reference", "optimized", "both"], default=None,
                    help="run the mechanical mutants of the concepts' modules (conformance/mechanical.py) "
                         "instead of the planted ones")
@@ -434,6 +485,10 @@ def main(argv: list[str]) -> int:
     p.add_argument("--skip-recorded", action="store_true",
                    help="with --mechanical and --record: run only the variants the results file has no "
                         "verdict for (a sweep continued where the last one stopped)")
+    p.add_argument("--survivors", action="store_true",
+                   help="with --mechanical and --record: run only the variants the results file records "
+                        "as survivors that no mechanical_triage.py entry explains (the re-run after a "
+                        "gap of the spec was closed)")
     p.add_argument("--deadline", type=float, default=None, metavar="S",
                    help="with --mechanical: start no chunk after S seconds; the variants run in a seeded "
                         "order, shuffled per concept and interleaved across concepts (--sample-seed), so a "
@@ -442,6 +497,9 @@ def main(argv: list[str]) -> int:
                    help="with --mechanical: merge the verdicts into this results file "
                         "(docs/results/mechanical.json feeds docs/suite-power.md and the CI sample)")
     args = p.parse_args(argv)
+    if args.explicit_first and args.profile == "dev":
+        p.error("--explicit-first needs a derandomized --profile (mutants): under dev the seeds are the "
+                "point, and the explicit examples are the same on every seed")
     wanted = {c for arg in args.concept for c in arg.split(",") if c}
     from conformance.registry import CONCEPTS
     concepts = sorted(wanted) if wanted else list(CONCEPTS)
@@ -452,6 +510,10 @@ def main(argv: list[str]) -> int:
             done = {c: set(v.get("variants", {})) for c, v in mechanical.recorded(Path(args.record)).items()}
             selected = [(c, m) for c, m in selected
                         if "\t".join(mechanical.key(c, m.name)) not in done.get(c, set())]
+        if args.survivors:
+            if not args.record:
+                p.error("--survivors needs --record (the results file that names the survivors)")
+            selected = recorded_survivors(selected, Path(args.record))
         if args.deadline is not None:
             return _sweep_main(args, argv, concepts, selected)
     else:
@@ -463,7 +525,8 @@ def main(argv: list[str]) -> int:
 
     def one(seed: int | None) -> dict:
         report = run(selected, profile=args.profile, seed=seed, jobs=args.jobs, control=control,
-                     max_impls=MECHANICAL_CHUNK if args.mechanical else None, isolate=args.isolate)
+                     max_impls=MECHANICAL_CHUNK if args.mechanical else None, isolate=args.isolate,
+                     explicit_first=args.explicit_first)
         caught = sum(verdict(report, c, m.name)[0] for c, m in selected)
         print(f"seed {seed}: {caught}/{len(rows)} caught, done after {time.monotonic() - t0:.0f} s", flush=True)
         return report

@@ -2,8 +2,8 @@
 
 Every contract function and class of the chosen concepts is copied with its signature and
 docstring; bodies become ``raise NotImplementedError`` (which the harness reports as
-"not implemented", never as a failure). Plain data classes (configs, parameter records) are
-imported from the reference instead: they are vocabulary, not the thing to implement.
+"not implemented", never as a failure). Plain data classes (configs, parameter records, NamedTuple
+results) are imported from the reference instead: they are vocabulary, not the thing to implement.
 """
 from __future__ import annotations
 
@@ -61,6 +61,11 @@ def _stub_class(node: ast.ClassDef) -> ast.ClassDef:
     return node
 
 
+def _is_namedtuple(obj) -> bool:
+    """A NamedTuple (class or functional form): a record of results, data like a dataclass."""
+    return issubclass(obj, tuple) and hasattr(obj, "_fields")
+
+
 def _node_for(module, name: str):
     tree = ast.parse(inspect.getsource(module))
     for node in tree.body:
@@ -106,7 +111,7 @@ def render(concept_ids: list[str], path: str = "my_impl.py") -> str:
                 doc = textwrap.indent(inspect.getdoc(module) or "", "# ", lambda line: True)
                 parts.append(f"# === The contract of reference/{mod_name}.py ===\n{doc}")
             obj = getattr(module, attr)
-            if inspect.isclass(obj) and dataclasses.is_dataclass(obj):
+            if inspect.isclass(obj) and (dataclasses.is_dataclass(obj) or _is_namedtuple(obj)):
                 imports.append(f"from reference.{mod_name} import {attr}  # data, not behaviour")
                 continue
             node = _node_for(module, attr)

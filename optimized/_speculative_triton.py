@@ -35,9 +35,15 @@ instead of trusting it when
   total and the reference falls back to the last positive weight);
 * no t is found (only possible in the cases above).
 
-The caller (optimized/speculative.py) recomputes exactly the flagged rows with the torch path,
-which is token for token the reference's, so the result is the reference's for every row.
-Greedy rows are never flagged (the argmax is exact: a comparison of exactly cast values).
+The caller (optimized/speculative.py) then launches ``redraw_flagged``: one program per row,
+whose programs of unflagged rows exit at once, and whose programs of flagged rows draw the token
+again in the contract's own order -- C_t = C_{t-1} + w_t, one float64 addition after another in
+token order (torch.cumsum's loop on the CPU, the reference's), the empty residual replaced by p,
+the reference's fallback to the last positive weight -- so the result is the reference's for
+every row, and no value is read on the host (no sync: the pair is capturable in a CUDA graph).
+That program walks the row one token at a time (slow: a few ms per flagged row at vocab 128k on
+a GPU), which the rarity of flagged rows pays for. Greedy rows are never flagged (the argmax is
+exact: a comparison of exactly cast values).
 """
 from __future__ import annotations
 
@@ -126,6 +132,61 @@ def _draw_kernel(p_ptr, q_ptr, x_ptr, k_ptr, lens_ptr, greedy_ptr, v_ptr, tok_pt
     tl.store(flag_ptr + b, flag.to(tl.int8))
 
 
+@triton.jit
+def _exact_kernel(p_ptr, q_ptr, x_ptr, k_ptr, lens_ptr, v_ptr, tok_ptr, flag_ptr,
+                  V, G, sp_b, sp_i, sp_v, sq_b, sq_i, sq_v, sx_b, sv, HAS_Q: tl.constexpr):
+    b = tl.program_id(0).to(tl.int64)
+    if tl.load(flag_ptr + b) != 0:                  # an unflagged row: nothing to do
+        k = tl.load(k_ptr + b)
+        rej = k < tl.load(lens_ptr + b)
+        kq = tl.minimum(k, G - 1)
+        p_row = p_ptr + b * sp_b + k * sp_i
+        q_row = q_ptr + b * sq_b + kq * sq_i
+        xk = tl.load(x_ptr + b * sx_b + kq, mask=rej, other=-1)
+        # pass 1, in token order: the total of the weights, and of p (an empty residual draws from p)
+        total = tl.zeros([], dtype=tl.float64)
+        total_p = tl.zeros([], dtype=tl.float64)
+        for t in range(0, V):
+            p, w = _weights(p_row, q_row, sp_v, sq_v, t, t < V, rej, xk, HAS_Q)
+            total += w
+            total_p += p
+        use_p = total == 0.0
+        total = tl.where(use_p, total_p, total)
+        target = tl.load(v_ptr + b * sv) * total
+        # pass 2, the same additions: count C_t <= target; the last positive weight's id
+        c = tl.zeros([], dtype=tl.float64)
+        count = tl.zeros([], dtype=tl.int64)
+        last = tl.full([], -1, dtype=tl.int64)
+        for t in range(0, V):
+            p, w = _weights(p_row, q_row, sp_v, sq_v, t, t < V, rej, xk, HAS_Q)
+            w = tl.where(use_p, p, w)
+            c += w
+            count += (c <= target).to(tl.int64)
+            last = tl.where(w > 0.0, t, last)
+        last = tl.where(last < 0, V - 1, last)      # no positive weight: reference.sampling's V - 1
+        tl.store(tok_ptr + b, tl.minimum(count, last))
+
+
+def redraw_flagged(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, drafts: torch.Tensor,
+                   k: torch.Tensor, lens: torch.Tensor, v: torch.Tensor, tokens: torch.Tensor,
+                   flags: torch.Tensor) -> None:
+    """Overwrite ``tokens[b]`` of every row whose ``flags[b]`` is set (``draw_rows``' outputs) by the
+    contract's own draw (module doc): the inverse CDF of the row's weights summed sequentially in
+    token order, an empty residual replaced by p. One program per row; unflagged rows' programs
+    exit at once, and nothing is read on the host. Arguments as for ``draw_rows``."""
+    b, positions, vocab = target_probs.shape
+    if b == 0:
+        return
+    g = positions - 1
+    p = target_probs
+    has_q = draft_probs is not None and g > 0
+    q = draft_probs if has_q else p                   # placeholders: never read
+    x = drafts if g > 0 else k
+    _exact_kernel[(b,)](p, q, x, k, lens, v, tokens, flags, vocab, g,
+                        p.stride(0), p.stride(1), p.stride(2), q.stride(0), q.stride(1), q.stride(2),
+                        x.stride(0), v.stride(0), HAS_Q=has_q, num_warps=1)
+
+
 def draw_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, drafts: torch.Tensor,
               k: torch.Tensor, lens: torch.Tensor, greedy: torch.Tensor, v: torch.Tensor, *,
               block_v: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,7 +205,7 @@ def draw_rows(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draf
     Returns (tokens (B,) int64, flags (B,) int8): greedy rows get the argmax of p[b, k] (ties to
     the smallest id) and flag 0; sampled rows the inverse-CDF token of the module doc, and flag 1
     where it is not certified (the token is then meaningless, possibly -1) and the caller must
-    recompute the row with the torch path."""
+    recompute the row (``redraw_flagged``)."""
     b, positions, vocab = target_probs.shape
     g = positions - 1
     dev = target_probs.device

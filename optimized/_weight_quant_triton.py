@@ -7,10 +7,11 @@ the tile has ONE scale and ONE zero point per output feature):
 * it loads the packed weights as they lie in memory, ``[BLOCK_N, BLOCK_K / 2]`` bytes (contiguous,
   vectorised loads: no byte is read twice), and splits each byte into its low nibble (the code of
   the even column 2i) and its high nibble (the odd column 2i + 1);
-* it loads x's even and odd columns of the tile (two ``[BLOCK_M, BLOCK_K / 2]`` strided loads), so
-  the unpacked halves never need interleaving: ``x wᵀ = x_even w_lowᵀ + x_odd w_highᵀ``;
-* ``DOT``: dequantises both halves in registers, ``((u − z) · s)`` in float32 rounded to x's dtype
-  (the reference's ŵ), and accumulates two ``tl.dot`` s in float32 (tensor cores);
+* GEMV-style it loads x's even and odd columns of the tile (two ``[BLOCK_M, BLOCK_K / 2]`` strided
+  loads), so the unpacked halves need no interleaving: ``x wᵀ = x_even w_lowᵀ + x_odd w_highᵀ``;
+* ``DOT``: puts the halves back in column order (``tl.interleave``), dequantises in registers,
+  ``((u − z) · s)`` in float32 rounded to x's dtype (the reference's ŵ), loads x's tile
+  contiguously and accumulates one ``tl.dot`` in float32 (tensor cores);
   otherwise (GEMV-style, a few rows of x): sums ``x · u`` on the CUDA cores in float32 and applies
   the tile's scale and zero point once per output, ``s · (Σ x u − z Σ x)``, instead of per weight.
 * with ``SPLIT`` the float32 partial tile goes to a workspace ``[split, M, N]`` and
@@ -33,6 +34,7 @@ def _w4a16_kernel(X, QW, S, Z, OUT, PART, M, N, K, k_per_split,
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_j = tl.arange(0, BLOCK_K // 2)               # byte j of the tile: columns 2j and 2j + 1
+    offs_k = tl.arange(0, BLOCK_K)
     m_ok = offs_m < M
     n_ok = offs_n < N
     x_rows = X + offs_m.to(tl.int64)[:, None] * sxm
@@ -50,15 +52,14 @@ def _w4a16_kernel(X, QW, S, Z, OUT, PART, M, N, K, k_per_split,
         g = k0 // GROUP
         s = tl.load(s_rows + g * ssg, mask=n_ok, other=0.0).to(tl.float32)
         z = tl.load(z_rows + g * szg, mask=n_ok, other=0).to(tl.float32)
-        cols = k0 + 2 * offs_j
-        x_even = tl.load(x_rows + cols[None, :] * sxk, mask=m_ok[:, None], other=0.0)
-        x_odd = tl.load(x_rows + (cols + 1)[None, :] * sxk, mask=m_ok[:, None], other=0.0)
-        if DOT:
-            w_low = ((low - z[:, None]) * s[:, None]).to(x_even.dtype)
-            w_high = ((high - z[:, None]) * s[:, None]).to(x_even.dtype)
-            acc = tl.dot(x_even, tl.trans(w_low), acc)
-            acc = tl.dot(x_odd, tl.trans(w_high), acc)
+        if DOT:   # the tile's columns back in order (low, high, low, ...), one contiguous x tile, one dot
+            w = ((tl.interleave(low, high) - z[:, None]) * s[:, None]).to(X.dtype.element_ty)
+            x = tl.load(x_rows + (k0 + offs_k)[None, :] * sxk, mask=m_ok[:, None], other=0.0)
+            acc = tl.dot(x, tl.trans(w), acc)
         else:
+            cols = k0 + 2 * offs_j
+            x_even = tl.load(x_rows + cols[None, :] * sxk, mask=m_ok[:, None], other=0.0)
+            x_odd = tl.load(x_rows + (cols + 1)[None, :] * sxk, mask=m_ok[:, None], other=0.0)
             xe = x_even.to(tl.float32)
             xo = x_odd.to(tl.float32)
             dot = tl.sum(xe[:, None, :] * low[None, :, :] + xo[:, None, :] * high[None, :, :], axis=2)

@@ -44,12 +44,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from typing import NamedTuple
 
 import torch
 
-from reference.paged_attention import check_paged_attention_inputs
-from reference.paged_attention import first_visible
-from reference.paged_attention import paged_attention as _reference_paged_attention
+from reference.paged_attention import check_max_seq_len, check_paged_attention_inputs, check_run_metadata
+from reference.paged_attention import first_visible, masked_paged_attention, run_metadata
 
 try:  # Triton is optional: without it everything takes the PyTorch path.
     import triton
@@ -57,7 +57,7 @@ try:  # Triton is optional: without it everything takes the PyTorch path.
 except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
     triton = None
 
-__all__ = ["paged_attention"]
+__all__ = ["paged_attention", "PagedAttentionPlan"]
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 LOG2E = 1.4426950408889634
@@ -211,8 +211,8 @@ def decode_config(head_dim: int, device: torch.device) -> dict:
     return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)
 
 
-def plan(lens: list[int], q_len: int, window: int | None, units: int, block_n: int, programs: int,
-         min_tiles: int, splits: int | None = None) -> tuple[int, int]:
+def split_plan(lens: list[int], q_len: int, window: int | None, units: int, block_n: int, programs: int,
+               min_tiles: int, splits: int | None = None) -> tuple[int, int]:
     """(n_splits, split_len): cut the longest visible stretch into splits of split_len positions
     (a multiple of block_n), so that at most about ``programs`` programs run in all (``units`` =
     batch x kv_heads of them per split; a batch that fills the GPU alone is not split: on the
@@ -247,54 +247,87 @@ def _unit_last(t: torch.Tensor) -> torch.Tensor:
 
 
 
-def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, window, *,
-                  config=None, splits=None, k_scale=None, v_scale=None):
-    """Launch the kernels on checked inputs. ``q4`` is (batch, q_len, q_heads, head_dim); ``lens``
-    the host copy of ``seq_lens``. Returns (out like q4, lse (batch, q_len, q_heads) float32).
-    With ``k_scale``/``v_scale`` (num_blocks, block_size, kv_heads) float32 the caches hold
-    float8_e4m3fn or int8 codes (optimized/kv_quant.py), dequantised in registers."""
+class Launch(NamedTuple):
+    """Everything a launch needs that the host decides once (``launch_plan``): the grid's split
+    count and stretch, the tiles and warps, and the split workspace (None with one split)."""
+    n_splits: int
+    split_len: int
+    left: int
+    block_d: int
+    block_m: int
+    block_n: int
+    cfg: dict
+    o_part: torch.Tensor | None
+    lse_part: torch.Tensor | None
+
+
+def launch_plan(q4_shape, kv_heads: int, lens: list[int], window, device, *, max_seq_len: int | None = None,
+                config=None, splits=None) -> Launch:
+    """The host's half of a decode call: splits and tiles for the lengths ``lens`` -- or, given
+    ``max_seq_len``, for every length up to it (with a window a row's keys then span at most
+    ``q_len + window`` positions plus a tile) -- and the float32 split workspace."""
+    batch, q_len, q_heads, head_dim = q4_shape
+    group = q_heads // kv_heads
+    cfg = dict(config or decode_config(head_dim, device))
+    block_n, programs, min_tiles = cfg.pop("BLOCK_N"), cfg.pop("programs"), cfg.pop("min_tiles")
+    if max_seq_len is not None:   # any row of at most max_seq_len keys
+        lens = [max_seq_len if window is None else min(max_seq_len, q_len + window + block_n - 1)]
+    n_splits, split_len = split_plan(lens, q_len, window if max_seq_len is None else None, batch * kv_heads,
+                                     block_n, programs, min_tiles, splits)
+    block_m = max(16, triton.next_power_of_2(q_len * group))
+    if device.type == "cuda" and block_m >= 64:  # many speculative rows: more warps for the larger tiles
+        cfg["num_warps"] = max(cfg["num_warps"], 8)
+    o_part = lse_part = None
+    if n_splits > 1:
+        o_part = torch.empty((batch, q_len, q_heads, n_splits, head_dim), dtype=torch.float32, device=device)
+        lse_part = torch.empty((batch, q_len, q_heads, n_splits), dtype=torch.float32, device=device)
+    return Launch(n_splits, split_len, UNBOUNDED if window is None else min(int(window), UNBOUNDED),
+                  max(16, triton.next_power_of_2(head_dim)), block_m, block_n, cfg, o_part, lse_part)
+
+
+def launch(lp: Launch, q4, k_cache, v_cache, block_tables, seq_lens, scale: float, *, k_scale=None, v_scale=None):
+    """The device's half: the split kernel (and the merge with more than one split) on checked
+    inputs, reading ``seq_lens`` and the table on the device only. No host sync; allocates only
+    out and lse (capturable in a CUDA graph)."""
     batch, q_len, q_heads, head_dim = q4.shape
     block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
-    group = q_heads // kv_heads
     q4, k_cache, v_cache = _unit_last(q4), _unit_last(k_cache), _unit_last(v_cache)
-    cfg = dict(config or decode_config(head_dim, q4.device))
-    block_n, programs, min_tiles = cfg.pop("BLOCK_N"), cfg.pop("programs"), cfg.pop("min_tiles")
-    n_splits, split_len = plan(lens, q_len, window, batch * kv_heads, block_n, programs, min_tiles, splits)
     out = torch.empty(q4.shape, dtype=q4.dtype, device=q4.device)
     lse = torch.empty((batch, q_len, q_heads), dtype=torch.float32, device=q4.device)
-    split = n_splits > 1
-    if split:
-        o_part = torch.empty((batch, q_len, q_heads, n_splits, head_dim), dtype=torch.float32, device=q4.device)
-        lse_part = torch.empty((batch, q_len, q_heads, n_splits), dtype=torch.float32, device=q4.device)
-    else:
-        o_part, lse_part = out, lse  # unused
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    block_m = max(16, triton.next_power_of_2(q_len * group))
-    if q4.is_cuda and block_m >= 64:  # many speculative rows: more warps for the larger tiles
-        cfg["num_warps"] = max(cfg["num_warps"], 8)
-    left = UNBOUNDED if window is None else min(int(window), UNBOUNDED)
+    split = lp.n_splits > 1
+    o_part, lse_part = (lp.o_part, lp.lse_part) if split else (out, lse)
     quant = 0 if k_scale is None else (2 if k_cache.dtype == torch.int8 else 1)
     ks, vs = (q4, q4) if k_scale is None else (k_scale, v_scale)
     s_ks = (0, 0, 0) if k_scale is None else k_scale.stride()
     s_vs = (0, 0, 0) if k_scale is None else v_scale.stride()
     with torch.cuda.device(q4.device) if q4.is_cuda else contextlib.nullcontext():
-        _split_kernel[(n_splits, kv_heads, batch)](
+        _split_kernel[(lp.n_splits, kv_heads, batch)](
             q4, k_cache, v_cache, block_tables, seq_lens, out, lse, o_part, lse_part,
             q4.stride(0), q4.stride(1), q4.stride(2),
             k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_tables.stride(0),
             out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), lse.stride(2),
-            q_len, q_heads, group, left, split_len, scale * LOG2E,
+            q_len, q_heads, q_heads // kv_heads, lp.left, lp.split_len, scale * LOG2E,
             ks, vs, *s_ks, *s_vs,
-            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=block_m, BLOCK_N=block_n,
-            BLOCK_SIZE=block_size, SPLIT=split, QUANT=quant, **cfg)
+            HEAD_DIM=head_dim, BLOCK_D=lp.block_d, BLOCK_M=lp.block_m, BLOCK_N=lp.block_n,
+            BLOCK_SIZE=block_size, SPLIT=split, QUANT=quant, **lp.cfg)
         if split:
             _merge_kernel[(q_heads, q_len, batch)](
-                o_part, lse_part, out, lse, n_splits,
+                o_part, lse_part, out, lse, lp.n_splits,
                 out.stride(0), out.stride(1), out.stride(2), lse.stride(0), lse.stride(1), lse.stride(2),
-                HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_S=max(2, triton.next_power_of_2(n_splits)),
+                HEAD_DIM=head_dim, BLOCK_D=lp.block_d, BLOCK_S=max(2, triton.next_power_of_2(lp.n_splits)),
                 num_warps=4)
     return out, lse
+
+
+def _paged_decode(q4, k_cache, v_cache, block_tables, seq_lens, lens, scale, window, *,
+                  config=None, splits=None, k_scale=None, v_scale=None):
+    """Plan and launch in one go on checked inputs. ``q4`` is (batch, q_len, q_heads, head_dim);
+    ``lens`` the host copy of ``seq_lens``. Returns (out like q4, lse (batch, q_len, q_heads)
+    float32). With ``k_scale``/``v_scale`` (num_blocks, block_size, kv_heads) float32 the caches
+    hold float8_e4m3fn or int8 codes (optimized/kv_quant.py), dequantised in registers."""
+    lp = launch_plan(q4.shape, k_cache.shape[2], lens, window, q4.device, config=config, splits=splits)
+    return launch(lp, q4, k_cache, v_cache, block_tables, seq_lens, scale, k_scale=k_scale, v_scale=v_scale)
 
 
 def paged_attention_unchecked(q, k_cache, v_cache, block_tables, seq_lens, *, lens: list[int],
@@ -315,17 +348,55 @@ def paged_attention_unchecked(q, k_cache, v_cache, block_tables, seq_lens, *, le
     return (out, lse) if return_lse else out
 
 
+class PagedAttentionPlan:
+    """reference.paged_attention.PagedAttentionPlan (the contract: plan once on the host, run many
+    times on the device) on the split-KV kernels. ``plan`` validates (one device-to-host copy of
+    the lengths and the table), chooses the split count and tiles for the longest sequence a run
+    may see (``max_seq_len``; with a window, at most ``q_len + window`` keys plus a tile), and
+    allocates the split workspace; ``run`` compares the tensors' metadata with the plan's and
+    launches: no sync, no allocation but the outputs, safe to capture in a CUDA graph. Where the
+    kernels do not run (``kernel_supports``) run computes the reference's device-masked math
+    (``masked_paged_attention``, also sync-free) on the arguments checked once by the plan.
+    ``config``/``splits`` replace decode_config's tiles / force the split count (tuning)."""
+
+    def __init__(self):
+        self._plan: dict | None = None
+
+    def plan(self, q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = None,
+             window: int | None = None, max_seq_len: int | None = None, config: dict | None = None,
+             splits: int | None = None) -> None:
+        lens = check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window, scale)
+        max_seq_len = check_max_seq_len(max_seq_len, lens, block_tables, k_cache)
+        meta = run_metadata(q, k_cache, v_cache, block_tables, seq_lens)
+        if not kernel_supports(q, k_cache) or q.numel() == 0:   # the reference's device-masked math
+            self._plan = dict(meta=meta, decode=q.dim() == 3,
+                              fallback=dict(max_seq_len=max_seq_len, scale=scale, window=window))
+            return
+        q4_shape = (q.shape[0], 1 if q.dim() == 3 else q.shape[1], q.shape[-2], q.shape[-1])
+        lp = launch_plan(q4_shape, k_cache.shape[2], lens, window, q.device, max_seq_len=max_seq_len,
+                         config=config, splits=splits)
+        self._plan = dict(meta=meta, fallback=None, launch=lp, decode=q.dim() == 3,
+                          scale=1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale))
+
+    def run(self, q, k_cache, v_cache, block_tables, seq_lens, *, return_lse: bool = False):
+        p = self._plan
+        if p is None:
+            raise RuntimeError("run before plan: call plan(...) with this batch's metadata first")
+        check_run_metadata(p["meta"], q, k_cache, v_cache, block_tables, seq_lens)
+        q4 = q.unsqueeze(1) if p["decode"] else q
+        if p["fallback"] is not None:
+            out, lse = masked_paged_attention(q4, k_cache, v_cache, block_tables, seq_lens, **p["fallback"])
+        else:
+            out, lse = launch(p["launch"], q4, k_cache, v_cache, block_tables, seq_lens, p["scale"])
+        if p["decode"]:
+            out, lse = out[:, 0], lse[:, 0]
+        return (out, lse) if return_lse else out
+
+
 def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = None,
                     window: int | None = None, return_lse: bool = False):
-    """reference.paged_attention.paged_attention, computed by the split-KV kernels (module doc)."""
-    lens = check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window, scale)
-    if not kernel_supports(q, k_cache) or q.numel() == 0:
-        return _reference_paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=scale,
-                                          window=window, return_lse=return_lse)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
-    decode = q.dim() == 3
-    out, lse = _paged_decode(q.unsqueeze(1) if decode else q, k_cache, v_cache, block_tables, seq_lens,
-                             lens, scale, window)
-    if decode:
-        out, lse = out[:, 0], lse[:, 0]
-    return (out, lse) if return_lse else out
+    """reference.paged_attention.paged_attention, computed by the split-KV kernels (module doc):
+    a plan for this batch, then its run."""
+    plan = PagedAttentionPlan()
+    plan.plan(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, window=window)
+    return plan.run(q, k_cache, v_cache, block_tables, seq_lens, return_lse=return_lse)

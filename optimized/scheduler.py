@@ -11,32 +11,28 @@ What changes, and why (docs/scheduler.md, "Measured numbers"):
 - a request keeps its tokens in one list (the reference rebuilds ``prompt + output`` per use);
 - the free queue is an ordered dict (a prefix hit on a free block leaves it in O(1)).
 
-The decisions are the reference's, step for step (spec_tests/scheduler runs the whole spec on it,
-block ids included).
+Everything else is the reference's own code: the classes here subclass it and override only the
+methods these three changes touch. The decisions are the reference's, step for step
+(spec_tests/scheduler runs the whole spec on it, block ids included).
 """
 from __future__ import annotations
 
 import heapq
 from collections import OrderedDict, deque
 
-from reference._checks import check_int, is_int
-from reference.scheduler import SchedulerOutput, blocks_for, check_bool, check_new_request, check_prompt, check_request_id
+from reference import scheduler as ref
+from reference.scheduler import SchedulerOutput, blocks_for, check_new_request
 
 __all__ = ["Scheduler"]  # the contract: what an implementation must provide
 __optional__: list[str] = []
 
 
-class Request:
-    """One request's state: its tokens, how many are computed, its blocks."""
+class Request(ref.Request):
+    """The reference's request, its tokens kept in one list as they grow."""
 
     def __init__(self, request_id, prompt: tuple, max_tokens: int):
-        self.request_id = request_id
-        self.prompt = prompt
-        self.max_tokens = max_tokens
-        self.output: list[int] = []
+        super().__init__(request_id, prompt, max_tokens)
         self.all_tokens: list[int] = list(prompt)
-        self.num_computed_tokens = 0
-        self.blocks: list[int] = []
 
     @property
     def tokens(self) -> tuple:
@@ -51,107 +47,51 @@ class Request:
         self.all_tokens.append(token)
 
 
-class BlockPool:
-    """The KV blocks: a free queue (least recently freed at the head), refcounts, and -- with
-    prefix caching -- the key of each cached full block (the whole token prefix it ends)."""
+class FreeQueue:
+    """The free blocks in order (head = next to take), with the three list operations the
+    reference's BlockPool uses, each O(1): ``remove`` (a prefix hit revives a free block),
+    ``pop(0)`` and ``append``."""
+
+    def __init__(self, blocks):
+        self._order = OrderedDict.fromkeys(blocks)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def remove(self, block: int) -> None:
+        del self._order[block]
+
+    def pop(self, index: int) -> int:
+        assert index == 0, "only the head is taken"
+        return self._order.popitem(last=False)[0]
+
+    def append(self, block: int) -> None:
+        self._order[block] = None
+
+
+class BlockPool(ref.BlockPool):
+    """The reference's pool over a FreeQueue."""
 
     def __init__(self, num_blocks: int, block_size: int, caching: bool):
-        self.block_size = block_size
-        self.caching = caching
-        self.free_queue = OrderedDict.fromkeys(range(num_blocks))  # head = next to take
-        self.refs = [0] * num_blocks
-        self.cache: dict = {}      # key -> block
-        self.block_key: dict = {}  # block -> key
-
-    def hits(self, tokens: tuple) -> list[int]:
-        """Cached blocks of the longest block-aligned prefix of ``tokens``, at most len - 1 tokens."""
-        if not self.caching:
-            return []
-        hits = []
-        for i in range((len(tokens) - 1) // self.block_size):
-            block = self.cache.get(tokens[:(i + 1) * self.block_size])
-            if block is None:
-                break
-            hits.append(block)
-        return hits
-
-    def can_take(self, n_new: int, hits: list[int]) -> bool:
-        revived = sum(1 for b in hits if self.refs[b] == 0)
-        return n_new + revived <= len(self.free_queue)
-
-    def take_hits(self, hits: list[int]) -> None:
-        for b in hits:
-            if self.refs[b] == 0:
-                del self.free_queue[b]
-            self.refs[b] += 1
-
-    def take(self) -> int:
-        b, _ = self.free_queue.popitem(last=False)
-        key = self.block_key.pop(b, None)
-        if key is not None:  # evicted: its slot is reused
-            del self.cache[key]
-        self.refs[b] = 1
-        return b
-
-    def free(self, blocks: list[int]) -> None:
-        for b in reversed(blocks):  # the last block first: the chain is evicted from its end
-            self.refs[b] -= 1
-            if self.refs[b] == 0:
-                self.free_queue[b] = None
-
-    def cache_full_blocks(self, request: Request, n_tokens: int) -> None:
-        """The first ``n_tokens`` tokens of ``request`` are computed: cache its full blocks."""
-        if not self.caching:
-            return
-        tokens = tuple(request.all_tokens[:n_tokens])
-        for i in range(n_tokens // self.block_size):
-            b, key = request.blocks[i], tokens[:(i + 1) * self.block_size]
-            if b in self.block_key or key in self.cache:
-                continue
-            self.cache[key] = b
-            self.block_key[b] = key
+        super().__init__(num_blocks, block_size, caching)
+        self.free_queue = FreeQueue(range(num_blocks))
 
 
-class Scheduler:
-    """Waiting and running queues over a KV block pool, FCFS, running first, preemption of the
-    newest by recompute (module docstring: the policy and the contract)."""
+class Scheduler(ref.Scheduler):
+    """The reference's scheduler with a deque of waiting ids and, without chunked prefill or
+    prefix caching, a heap of their token counts (module docstring)."""
 
     def __init__(self, num_blocks: int, block_size: int, max_num_batched_tokens: int,
                  max_num_seqs: int, *, enable_chunked_prefill: bool = True,
                  enable_prefix_caching: bool = False):
-        self.num_blocks = check_int("num_blocks", num_blocks, minimum=1)
-        self.block_size = check_int("block_size", block_size, minimum=1)
-        self.max_num_batched_tokens = check_int("max_num_batched_tokens", max_num_batched_tokens, minimum=1)
-        self.max_num_seqs = check_int("max_num_seqs", max_num_seqs, minimum=1)
-        self.enable_chunked_prefill = check_bool("enable_chunked_prefill", enable_chunked_prefill)
-        self.enable_prefix_caching = check_bool("enable_prefix_caching", enable_prefix_caching)
-        self.pool = BlockPool(num_blocks, block_size, enable_prefix_caching)
-        self.requests: dict = {}          # id -> Request (waiting or running)
+        super().__init__(num_blocks, block_size, max_num_batched_tokens, max_num_seqs,
+                         enable_chunked_prefill=enable_chunked_prefill,
+                         enable_prefix_caching=enable_prefix_caching)
+        self.pool = BlockPool(self.num_blocks, self.block_size, self.enable_prefix_caching)
         self._waiting: deque = deque()    # ids, front first
         self._needs: list = []            # heap of (num_tokens, serial, id) of waiting requests, lazily pruned
         self._pushed = 0
-        self._running: list = []          # ids, oldest admission first
-        self._finished_since_last: list = []
-        self._pending: SchedulerOutput | None = None
-        self._steps = 0
 
-    # -- observables ------------------------------------------------------------------------
-    @property
-    def waiting(self) -> list:
-        return list(self._waiting)
-
-    @property
-    def running(self) -> list:
-        return list(self._running)
-
-    @property
-    def num_free_blocks(self) -> int:
-        return len(self.pool.free_queue)
-
-    def has_unfinished_requests(self) -> bool:
-        return bool(self._waiting or self._running)
-
-    # -- requests ---------------------------------------------------------------------------
     def add_request(self, request_id, prompt, max_tokens: int) -> None:
         prompt = check_new_request(self, request_id, prompt, max_tokens)
         self.requests[request_id] = Request(request_id, prompt, max_tokens)
@@ -227,29 +167,13 @@ class Scheduler:
         self._pending = out
         return out
 
-    def _allocate_or_preempt(self, req: Request, n: int, out: SchedulerOutput) -> bool:
-        """Blocks for ``req``'s next ``n`` tokens, preempting the newest running request until
-        they fit. False if ``req`` itself was preempted."""
-        while True:
-            new = blocks_for(req.num_computed_tokens + n, self.block_size) - len(req.blocks)
-            if new <= self.num_free_blocks:
-                req.blocks += [self.pool.take() for _ in range(new)]
-                return True
-            victim = self.requests[self._running.pop()]  # the newest running request
-            self._preempt(victim)
-            out.preempted.append(victim.request_id)
-            if victim is req:
-                return False
-
     def _preempt(self, req: Request) -> None:
-        """Preemption by recompute: free the blocks, back to the front of waiting, 0 computed."""
-        self.pool.free(req.blocks)
-        req.blocks = []
-        req.num_computed_tokens = 0
-        self._waiting.appendleft(req.request_id)
+        super()._preempt(req)
         self._push_need(req)
 
     def _record(self, req: Request, n: int, out: SchedulerOutput) -> None:
+        """The reference's, the step's tokens sliced from the request's one list (the reference
+        builds ``prompt + output`` for every request in every step)."""
         rid, start = req.request_id, req.num_computed_tokens
         out.num_scheduled_tokens[rid] = n
         out.num_computed_tokens[rid] = start
@@ -258,44 +182,3 @@ class Scheduler:
         req.num_computed_tokens = start + n
         if req.num_computed_tokens == req.num_tokens:
             out.sampling.append(rid)
-
-    # -- after the engine ran the step ------------------------------------------------------
-    def update(self, output, sampled, stopped=()) -> list:
-        if self._pending is None or output != self._pending:
-            raise ValueError("output must be the SchedulerOutput of the last schedule() "
-                             "(each output is updated once, in order)")
-        if not isinstance(sampled, dict):
-            raise TypeError(f"sampled must be a dict of request id -> token id, got {type(sampled).__name__}")
-        expected = self._pending.sampling
-        if set(sampled) != set(expected):
-            raise ValueError(f"sampled must have exactly the ids that sample this step {expected!r}, "
-                             f"got {sorted(map(repr, sampled))}")
-        for rid, token in sampled.items():
-            if not is_int(token):
-                raise TypeError(f"sampled[{rid!r}] must be an int token id, got {token!r}")
-            if token < 0:
-                raise ValueError(f"sampled[{rid!r}] must be >= 0, got {token}")
-        if isinstance(stopped, (str, bytes)) or not hasattr(stopped, "__iter__"):
-            raise TypeError(f"stopped must be a collection of request ids, got {stopped!r}")
-        stopped = list(stopped)
-        for rid in stopped:
-            if rid not in sampled:
-                raise ValueError(f"stopped: {rid!r} did not sample this step")
-
-        for rid in output.num_scheduled_tokens:  # the step's KV is computed: cache its full blocks
-            req = self.requests[rid]
-            self.pool.cache_full_blocks(req, req.num_computed_tokens)
-        finished = []
-        for rid in expected:
-            req = self.requests[rid]
-            req.append(sampled[rid])
-            if len(req.output) >= req.max_tokens or rid in stopped:
-                finished.append(rid)
-        for rid in finished:
-            req = self.requests.pop(rid)
-            self._running.remove(rid)
-            self.pool.free(req.blocks)
-            req.blocks = []
-        self._finished_since_last += finished
-        self._pending = None
-        return finished

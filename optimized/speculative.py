@@ -20,8 +20,14 @@ On CUDA (by default: ``VerifyConfig.draw`` "auto") the per-row draw of step 2 ru
 program per row instead (optimized/_speculative_triton.py): the float64 weights and their total,
 the inverse-CDF token in a second pass, the argmax for greedy rows. It sums in a different order
 than torch.cumsum, so it certifies each token by a rounding margin and flags the rows it cannot
-certify (and empty residuals); exactly those rows are redrawn by the torch code
-(``_draw_torch``), so the tokens stay the reference's. ``python -m bench run --concept
+certify (and empty residuals); exactly those rows are redrawn by a second kernel in the
+contract's sequential order (``redraw_flagged``), on the device, so the tokens stay the
+reference's and nothing is read on the host.
+
+Plan once, run many: :class:`VerifyPlan` (the contract's optional name) decides on the host what
+the one-call path decides per call (the greedy rows, the draw's path); its ``run`` reads no value
+on the host and can be captured in a CUDA graph. :func:`verify` is the validation of every value,
+then a plan and its run. ``python -m bench run --concept
 speculative`` on a GPU checks both paths against the reference, token for token, and times them.
 
 Every choice is an argument: :func:`verify` is the contract's function with the defaults;
@@ -47,14 +53,18 @@ from optimized._scratch import scratch
 
 from reference.speculative import (  # noqa: F401  (Verified, PAD: same names as the reference)
     PAD,
+    Inputs,
     Verified,
     check_inputs,
+    check_plan_inputs,
+    check_run_arguments,
     draw,
     report_bad_distributions,
     report_bad_tokens,
+    run_metadata,
 )
 
-__all__ = ["verify"]   # the contract; verify_with, verify_traced, VerifyConfig, DrawTrace are public too
+__all__ = ["verify", "VerifyPlan"]   # the contract; verify_with, verify_traced, VerifyConfig, DrawTrace are public too
 
 # Step 2's path: "auto" = the Triton kernel (optimized/_speculative_triton.py) on CUDA when Triton
 # imports and builds; a failure to build or launch is warned about once, recorded, and the torch
@@ -89,7 +99,7 @@ class DrawTrace(NamedTuple):
     """How step 2 drew the emitted tokens of one call (:func:`verify_traced`)."""
     path: str | None              # "triton" (the kernel ran), "torch", or None (an empty batch: no draw)
     flags: torch.Tensor | None    # path "triton": the kernel's (batch,) int8 flags, 1 = not certified
-    redrawn: int                  # rows the torch ops redrew after the kernel (the flagged ones), in one call
+    redrawn: int                  # rows the exact kernel redrew after the first (the flagged ones), in one call
 
 
 # The Triton draw's first build or launch failure under draw "auto": the torch ops draw from then
@@ -191,25 +201,31 @@ def _draw_torch(p: torch.Tensor, q: torch.Tensor | None, x: torch.Tensor, rows: 
     return token
 
 
-def _use_triton(device: torch.device, draw_path: str) -> bool:
-    """Whether step 2 runs the Triton kernel for tensors on ``device`` (DRAW_PATHS' comment)."""
+def _use_triton(device: torch.device, draw_path: str, *, plan: bool = False) -> bool:
+    """Whether step 2 runs the Triton kernels for tensors on ``device`` (DRAW_PATHS' comment). A
+    :class:`VerifyPlan` (``plan``) also takes them under "auto" on CPU tensors when the Triton
+    interpreter is on, so that the spec's runs on the CPU check the path a GPU runs (the one-call
+    verify keeps the torch ops there: its lossless tests verify thousands of rows per call)."""
     if draw_path == "torch" or (draw_path == "auto" and _triton_draw_failure):
         return False
     if device.type == "cuda":
         return True
-    return draw_path == "triton" and _interpreter_on()
+    return (draw_path == "triton" or plan) and _interpreter_on()
 
 
 def _draw_triton(p, q, x, k, lens, greedy, v, config: VerifyConfig):
-    """Step 2 by optimized/_speculative_triton.py (``draw_rows``), then the torch path for the
-    rows it flags (not certified equal to the reference's draw: module doc there), on the CPU,
-    so that every row's token is the one the contract's sequential float64 order gives. Returns
-    (tokens, the kernel's flags, the number of rows redrawn), or None when the kernel fails to
-    build or launch under draw "auto": the caller takes the torch path, now and from then on
-    (with a warning); under draw "triton" the error is raised."""
+    """Step 2 by optimized/_speculative_triton.py: ``draw_rows`` (every row, in blocks), then
+    ``redraw_flagged`` (the rows it flags -- not certified equal to the reference's draw: module
+    doc there -- drawn again by one program each, summing one float64 weight after another in
+    token order, the contract's order; the programs of unflagged rows exit at once). Both are
+    launched without reading a value on the host: no sync, capturable in a CUDA graph. Returns
+    (tokens, the first kernel's flags), or None when a kernel fails to build or launch under
+    draw "auto": the caller takes the torch path, now and from then on (with a warning); under
+    draw "triton" the error is raised."""
     try:
-        from optimized._speculative_triton import draw_rows
+        from optimized._speculative_triton import draw_rows, redraw_flagged
         token, flag = draw_rows(p, q, x, k, lens, greedy, v, block_v=config.block_v)
+        redraw_flagged(p, q, x, k, lens, v, token, flag)
     except Exception as exc:
         if config.draw != "auto":
             raise
@@ -217,19 +233,7 @@ def _draw_triton(p, q, x, k, lens, greedy, v, config: VerifyConfig):
         warnings.warn(f"optimized.speculative: the Triton draw failed ({exc!r}); using torch ops instead",
                       RuntimeWarning, stacklevel=4)
         return None
-    redrawn = 0
-    if bool(flag.any()):                                    # the one device sync of this path
-        fi = flag.nonzero().squeeze(1)
-        # Uncertified rows are drawn on the CPU, in the contract's order -- a sequential float64
-        # cumsum, which is what torch.cumsum does there; on CUDA it is a parallel scan whose last
-        # bits depend on the shape, and these rows are exactly the ones where the last bits
-        # decide the token. They are rare (~1e-12 per row), so the copy costs nothing.
-        cpu = lambda t: None if t is None else t[fi].cpu()  # noqa: E731
-        got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(fi.numel()), cpu(k), cpu(k < lens),
-                          cpu(v), None, "flagged_")
-        token[fi] = got.to(token.device)
-        redrawn = fi.numel()
-    return token, flag, redrawn
+    return token, flag
 
 
 def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
@@ -257,8 +261,11 @@ def verify_traced(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, 
     """:func:`verify_with`, and how step 2 ran (a :class:`DrawTrace`): which path drew the tokens,
     the kernel's flags and how many rows the torch ops redrew. For tests that must know that the
     kernel ran (an explicit ``draw="triton"`` falls back to torch off CUDA without the interpreter)."""
-    return _verify(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator,
-                   _checked(config))
+    result, trace = _verify(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator,
+                            _checked(config))
+    if trace.flags is not None:
+        trace = trace._replace(redrawn=int(trace.flags.sum()))
+    return result, trace
 
 
 def _checked(config) -> VerifyConfig:
@@ -271,52 +278,120 @@ def _checked(config) -> VerifyConfig:
 
 def _verify(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator,
             config: VerifyConfig) -> tuple[Verified, DrawTrace]:
-    """The contract's verify with ``config``'s choices; the result and how step 2 ran."""
+    """The contract's verify with ``config``'s choices; the result and how step 2 ran: the
+    validation of every value (a sync: the contract's errors), then one plan and its run."""
     a = check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, uniforms, generator)
     chunk = config.validation_chunk_bytes
     report_bad_distributions("target_probs", *_sums_mins(target_probs, chunk), a.active_p, target_probs.dtype)
     if draft_probs is not None:
         report_bad_distributions("draft_probs", *_sums_mins(draft_probs, chunk), a.active_q, draft_probs.dtype)
     report_bad_tokens(draft_tokens, a.active_q, a.vocab)
-    device = target_probs.device
+    u = a.uniforms if a.uniforms is not None else draw(generator, a.batch, a.gamma, target_probs.device)
+    planned = _Planned.make(a, target_probs, draft_probs, draft_tokens, config,
+                            _use_triton(target_probs.device, config.draw))
+    return _run(planned, target_probs, draft_probs, draft_tokens, u)
+
+
+class _Planned(NamedTuple):
+    """What a plan decides once on the host (VerifyPlan): the run's metadata to compare, the
+    validated per-row arguments, the greedy rows as a device index, the draw's path."""
+    meta: tuple
+    inputs: Inputs
+    greedy_rows: torch.Tensor     # (n_greedy,) int64 on the device: the rows decoded greedily
+    n_greedy: int
+    triton: bool                  # step 2 by the Triton kernels (else the torch ops)
+    config: VerifyConfig
+    cols: torch.Tensor            # arange(γ + 1) on the device
+    rows: torch.Tensor            # arange(batch) on the device
+
+    @staticmethod
+    def make(a: Inputs, target_probs, draft_probs, draft_tokens, config: VerifyConfig, triton: bool) -> "_Planned":
+        device = target_probs.device
+        greedy_rows = a.greedy.nonzero().squeeze(1)     # a sync, at plan time
+        return _Planned(run_metadata(target_probs, draft_probs, draft_tokens), a, greedy_rows,
+                        greedy_rows.numel(), triton, config, torch.arange(a.gamma + 1, device=device),
+                        torch.arange(a.batch, device=device))
+
+
+def _run(pl: _Planned, target_probs, draft_probs, draft_tokens, u) -> tuple[Verified, DrawTrace]:
+    """The device's half of verify on a plan: no value is read on the host where step 2 runs the
+    Triton kernels (every branch below is on the plan's host data); ``u`` the (batch, γ + 1)
+    float64 uniforms. Returns the result and how step 2 ran (``redrawn`` left 0: counting the
+    flagged rows would be a sync; verify_traced counts them)."""
+    a = pl.inputs
     b, g = a.batch, a.gamma
-    u = a.uniforms if a.uniforms is not None else draw(generator, b, g, device)
+    device = target_probs.device
     if b == 0:
         return (Verified(torch.full((0, g + 1), PAD, dtype=torch.int64, device=device),
                          torch.zeros(0, dtype=torch.int64, device=device)), DrawTrace(None, None, 0))
     p, q = target_probs.detach(), None if draft_probs is None else draft_probs.detach()
-    x = torch.where(a.active_q, draft_tokens.to(torch.int64), 0)   # padding -> a harmless id
-    rows = torch.arange(b, device=device)
-    any_greedy = bool(a.greedy.any())
+    # padding -> a harmless id; an out-of-range active token (a run's unchecked promise) -> some id
+    x = torch.where(a.active_q, draft_tokens.to(torch.int64), 0).clamp_(0, a.vocab - 1)
+    rows, gi = pl.rows, pl.greedy_rows
 
     # 1. acceptance of every draft at once, then the leading run of accepts
     if g > 0:
-        px = p[:, :g].gather(2, x[:, :, None]).squeeze(2).to(torch.float64)
-        if q is not None:
-            qx = q.gather(2, x[:, :, None]).squeeze(2).to(torch.float64)
-            accept = (qx > 0) & (u[:, :g] * qx < px)
-        else:                      # q one-hot on x: q(x) = 1
-            accept = u[:, :g] < px
-        if any_greedy:
-            gi = a.greedy.nonzero().squeeze(1)
-            accept[gi] = x[gi] == p[gi, :g].argmax(dim=2)
+        if pl.n_greedy == b:       # every row greedy: the argmax of every position
+            accept = x == p[:, :g].argmax(dim=2)
+        else:
+            px = p[:, :g].gather(2, x[:, :, None]).squeeze(2).to(torch.float64)
+            if q is not None:
+                qx = q.gather(2, x[:, :, None]).squeeze(2).to(torch.float64)
+                accept = (qx > 0) & (u[:, :g] * qx < px)
+            else:                  # q one-hot on x: q(x) = 1
+                accept = u[:, :g] < px
+            if pl.n_greedy:
+                accept.index_copy_(0, gi, x.index_select(0, gi) == p.index_select(0, gi)[:, :g].argmax(dim=2))
         accept &= a.active_q
         k = accept.to(torch.int64).cumprod(dim=1).sum(dim=1)
     else:
         k = torch.zeros(b, dtype=torch.int64, device=device)
 
     # 2. one distribution per row: the residual at the first rejection, or the bonus p; its token
-    drawn = _draw_triton(p, q, x, k, a.lens, a.greedy, u[:, g], config) if _use_triton(device, config.draw) else None
+    drawn = _draw_triton(p, q, x, k, a.lens, a.greedy, u[:, g], pl.config) if pl.triton else None
     if drawn is not None:
-        token, flags, redrawn = drawn
-        trace = DrawTrace("triton", flags, redrawn)
+        token, flags = drawn
+        trace = DrawTrace("triton", flags, 0)
     else:
-        token = _draw_torch(p, q, x, rows, k, k < a.lens, u[:, g], a.greedy if any_greedy else None)
+        token = _draw_torch(p, q, x, rows, k, k < a.lens, u[:, g], a.greedy if pl.n_greedy else None)
         trace = DrawTrace("torch", None, 0)
 
     # 3. accepted drafts, the emitted token, PAD
-    cols = torch.arange(g + 1, device=device)
     tokens = torch.full((b, g + 1), PAD, dtype=torch.int64, device=device)
-    tokens[:, :g] = torch.where(cols[None, :g] < k[:, None], x, PAD)
-    tokens[rows, k] = token
+    tokens[:, :g] = torch.where(pl.cols[None, :g] < k[:, None], x, PAD)
+    tokens.scatter_(1, k[:, None], token[:, None])
     return Verified(tokens, k), trace
+
+
+class VerifyPlan:
+    """reference.speculative.VerifyPlan (the contract: plan once on the host, run many times on
+    the device) on the batched verifier. ``plan`` validates (reading ``draft_lens`` and
+    ``greedy``), decides on the host what ``verify`` decides per call from values -- which rows
+    are greedy (a device index for their argmax; none: no argmax at all; all: no acceptance
+    test), the draw's path -- and keeps the aranges a run needs; ``run`` compares the tensors'
+    metadata with the plan's and launches: torch ops and the two Triton kernels, no value read
+    on the host, no sync, capturable in a CUDA graph (on CUDA, and on CPU tensors under the
+    Triton interpreter; elsewhere the torch ops draw, which branch on values -- free on the CPU).
+    ``config`` (a :class:`VerifyConfig`, default the defaults) as for :func:`verify_with`;
+    ``VerifyConfig(draw="torch")`` on CUDA draws on the CPU (a sync: for comparisons only)."""
+
+    def __init__(self, config: VerifyConfig | None = None):
+        self._config = _checked(config)
+        self._plan: _Planned | None = None
+
+    def plan(self, target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+             draft_lens=None, greedy=None) -> None:
+        a = check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy)
+        self._plan = _Planned.make(a, target_probs, draft_probs, draft_tokens, self._config,
+                                   _use_triton(target_probs.device, self._config.draw, plan=True))
+
+    def run(self, target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+            uniforms: torch.Tensor | None = None, generator: torch.Generator | None = None) -> Verified:
+        pl = self._plan
+        if pl is None:
+            raise RuntimeError("run before plan: call plan(...) with this batch's metadata first")
+        check_run_arguments(pl.meta, target_probs, draft_probs, draft_tokens, uniforms, generator)
+        a = pl.inputs
+        u = (uniforms.to(torch.float64) if uniforms is not None
+             else draw(generator, a.batch, a.gamma, target_probs.device))
+        return _run(pl, target_probs, draft_probs, draft_tokens, u)[0]

@@ -72,3 +72,19 @@ def check_tensor(name: str, value, *, ndim: int | None = None, dims: str = "",
         names = "/".join(str(d).removeprefix("torch.") for d in dtypes)
         raise TypeError(f"{name} must have dtype {names}, got {value.dtype}")
     return value
+
+
+def check_as_planned(name: str, t, planned: tuple, dims: str = "") -> None:
+    """A plan's run (plan once, run many): ``t`` has the planned ``(shape, dtype, device)``.
+    TypeError (not a tensor, another dtype) or ValueError (another shape or device) naming
+    ``name``; host-side metadata only, no value is read. ``dims`` names the shape's axes."""
+    shape, dtype, device = planned
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype != dtype:
+        raise TypeError(f"{name} must have the planned dtype {dtype}, got {t.dtype} (plan again)")
+    if tuple(t.shape) != shape:
+        named = f"({dims}) = {shape}" if dims else f"{shape}"
+        raise ValueError(f"{name} must have the planned shape {named}, got {tuple(t.shape)} (plan again)")
+    if t.device != device:
+        raise ValueError(f"{name} must be on the planned device {device}, got {t.device} (plan again)")

@@ -59,13 +59,15 @@ Defaults: ``scale=None`` is ``1 / sqrt(head_dim)``, ``window=None`` no window,
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
-from reference._checks import FLOAT_DTYPES, check_int, check_real, check_tensor, compute_dtype
+from reference._checks import FLOAT_DTYPES, check_as_planned, check_int, check_real, check_tensor, compute_dtype
 from reference.attention import attention
 
 __all__ = ["paged_attention"]  # the contract: what an implementation must provide
-__optional__ = []  # checked when an implementation provides them
+__optional__ = ["PagedAttentionPlan"]  # checked when an implementation provides them
 
 INDEX_DTYPES = (torch.int32, torch.int64)
 
@@ -166,3 +168,126 @@ def paged_attention(q, k_cache, v_cache, block_tables, seq_lens, *, scale: float
     if q.dim() == 3:
         out, lse = out[:, 0], lse[:, 0]
     return (out, lse) if return_lse else out
+
+
+# ------------------------------------------------------------------- plan once, run many
+class PagedAttentionPlan:
+    """``paged_attention`` in two steps, the way engines call it (FlashInfer's ``plan()`` then
+    ``run()``): ``plan`` once per batch layout on the host, ``run`` many times on the device.
+
+    ``plan(q, k_cache, v_cache, block_tables, seq_lens, *, scale=None, window=None,
+    max_seq_len=None)`` reads the batch's host-side metadata -- the shapes, dtypes and devices of
+    all five tensors, and the *values* of ``block_tables`` and ``seq_lens`` (q's and the caches'
+    values are not read: they may be the empty buffers a CUDA graph will fill) -- and validates it
+    completely: every error of ``paged_attention``, unchanged, and ``max_seq_len``, the longest
+    sequence any run of this plan may see (an int >= every ``seq_lens[b]`` and <= the slots of a
+    table row, default ``max(seq_lens)``; TypeError/ValueError naming it). ``scale``
+    and ``window`` are fixed by the plan. A plan that raises leaves the object as it was (its
+    previous plan, if any, still runs).
+
+    ``run(q, k_cache, v_cache, block_tables, seq_lens, *, return_lse=False)`` is
+    ``paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=, window=, return_lse=)``
+    on the tensors' values *at the time of the run*. It reads no tensor value on the host (no
+    device-to-host copy, no sync) and allocates only its outputs, so it can be captured in a CUDA
+    graph and replayed after the tensors were updated in place. It checks what the host knows
+    without a sync: a run before any plan is a RuntimeError naming ``plan``; a tensor whose shape,
+    dtype or device differs from the planned one is a TypeError (dtype) or ValueError naming the
+    argument. What it cannot check without a sync is the caller's promise, unchecked: every
+    ``seq_lens[b]`` in ``0 .. max_seq_len`` and every table entry a visible position uses a block
+    of the cache. Breaking it gives an unspecified result (on a GPU possibly a memory fault), never
+    an error.
+
+    The plain way, below: attend over the first ``max_seq_len`` positions of every table row and
+    mask, on the device, every key no query of the row can see (past ``seq_lens[b]``, causal,
+    left of the window); masked keys are replaced by 0 before use, so what their slots hold (NaN,
+    or a block id that is not one) never matters.
+    """
+
+    def __init__(self):
+        self._plan: dict | None = None
+
+    def plan(self, q, k_cache, v_cache, block_tables, seq_lens, *, scale: float | None = None,
+             window: int | None = None, max_seq_len: int | None = None) -> None:
+        lens = check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window, scale)
+        max_seq_len = check_max_seq_len(max_seq_len, lens, block_tables, k_cache)
+        self._plan = dict(meta=run_metadata(q, k_cache, v_cache, block_tables, seq_lens),
+                          scale=scale, window=window, max_seq_len=max_seq_len)
+
+    def run(self, q, k_cache, v_cache, block_tables, seq_lens, *, return_lse: bool = False):
+        if self._plan is None:
+            raise RuntimeError("run before plan: call plan(...) with this batch's metadata first")
+        p = self._plan
+        check_run_metadata(p["meta"], q, k_cache, v_cache, block_tables, seq_lens)
+        q4 = q.unsqueeze(1) if q.dim() == 3 else q
+        out, lse = masked_paged_attention(q4, k_cache, v_cache, block_tables, seq_lens, p["max_seq_len"],
+                                          scale=p["scale"], window=p["window"])
+        if q.dim() == 3:
+            out, lse = out[:, 0], lse[:, 0]
+        return (out, lse) if return_lse else out
+
+
+def check_max_seq_len(max_seq_len, lens: list[int], block_tables, k_cache) -> int:
+    """``max_seq_len`` (None: the longest of ``lens``) as an int >= every length that the table
+    rows can hold (``max_blocks_per_seq * block_size`` slots) and, if > 0, a cache with a block;
+    TypeError / ValueError naming it."""
+    longest = max(lens, default=0)
+    if max_seq_len is None:
+        return longest
+    check_int("max_seq_len", max_seq_len, minimum=0)
+    if max_seq_len < longest:
+        raise ValueError(f"max_seq_len must be >= every seq_lens value (the longest is {longest}), got {max_seq_len}")
+    slots = block_tables.shape[1] * k_cache.shape[1]
+    if max_seq_len > slots:
+        raise ValueError(f"max_seq_len = {max_seq_len} is more than a block_tables row holds ({slots} slots)")
+    if max_seq_len > 0 and k_cache.shape[0] == 0:
+        raise ValueError(f"max_seq_len = {max_seq_len} > 0 with a cache of no blocks (k_cache num_blocks 0)")
+    return max_seq_len
+
+
+RUN_ARGS = ("q", "k_cache", "v_cache", "block_tables", "seq_lens")
+
+
+def run_metadata(*tensors) -> tuple:
+    """What a run may not change: each tensor's (shape, dtype, device), in RUN_ARGS order."""
+    return tuple((tuple(t.shape), t.dtype, t.device) for t in tensors)
+
+
+def check_run_metadata(planned: tuple, *tensors) -> None:
+    """TypeError (a dtype) or ValueError (a shape or device; a non-tensor is a TypeError) naming the
+    first argument that differs from the plan: host-side metadata only, no tensor value is read."""
+    for name, meta, t in zip(RUN_ARGS, planned, tensors):
+        check_as_planned(name, t, meta)
+
+
+def masked_paged_attention(q4, k_cache, v_cache, block_tables, seq_lens, max_seq_len: int, *,
+                           scale=None, window=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) for q4 (batch, q_len, q_heads, head_dim) without reading any value on the host:
+    every row gathers positions ``0 .. max_seq_len - 1`` through its table and masks on the device
+    the keys no query sees. Attention's precision (reference/attention.py)."""
+    batch, q_len, q_heads, head_dim = q4.shape
+    block_size, kv_heads = k_cache.shape[1], k_cache.shape[2]
+    group = q_heads // kv_heads
+    scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    acc = compute_dtype(q4.dtype)
+    device = q4.device
+
+    pos = torch.arange(max_seq_len, device=device)                            # key positions
+    qpos = seq_lens.to(device, torch.int64)[:, None] - q_len + torch.arange(q_len, device=device)
+    visible = pos[None, None, :] <= qpos[:, :, None]                          # causal, bottom-right
+    if window is not None:
+        visible &= pos[None, None, :] >= qpos[:, :, None] - window
+    read = visible.any(dim=1)                                                 # (batch, L): some query sees it
+    blocks = torch.where(read, block_tables.to(torch.int64)[:, pos // block_size], 0)   # block 0 stands in
+    k = torch.where(read[..., None, None], k_cache[blocks, pos % block_size], 0)   # (batch, L, kv_heads, d)
+    v = torch.where(read[..., None, None], v_cache[blocks, pos % block_size], 0)
+
+    qg = q4.permute(0, 2, 1, 3).reshape(batch, kv_heads, group, q_len, head_dim)
+    kt = k.permute(0, 2, 3, 1).unsqueeze(2)                                   # (batch, kv_heads, 1, d, L)
+    scores = torch.matmul(qg, kt).to(acc) * scale                            # (batch, kv_heads, group, q_len, L)
+    scores = scores.masked_fill(~visible[:, None, None], float("-inf"))
+    lse = torch.logsumexp(scores, dim=-1)                                     # -inf where nothing is seen
+    probs = torch.exp(scores - lse.unsqueeze(-1).clamp(min=torch.finfo(acc).min))
+    probs = torch.nan_to_num(probs, nan=0.0)
+    out = torch.matmul(probs.to(v.dtype), v.permute(0, 2, 1, 3).unsqueeze(2))  # (batch, kv_heads, group, q_len, d)
+    out = out.reshape(batch, q_heads, q_len, head_dim).transpose(1, 2)
+    return out.contiguous(), lse.reshape(batch, q_heads, q_len).transpose(1, 2).contiguous()

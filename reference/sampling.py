@@ -6,6 +6,9 @@ Two functions are the contract:
     sample(logits, params, generator=None, *, prompt_tokens=None, output_tokens=None,
            uniforms=None) -> tokens (batch,) int64
 
+and, optional (checked when provided), :class:`SamplerPlan`: ``sample`` as ``plan`` (host
+metadata, validation) then ``run`` (device only, capturable in a CUDA graph).
+
 ``sampling_probs`` returns the exact distribution ``sample`` must draw from; the tests hold every
 sampler to it (its support exactly, for any uniforms; its frequencies statistically, with a
 generator). How a token is drawn from it is the reference's choice (below).
@@ -107,10 +110,10 @@ from typing import Any, Mapping, NamedTuple
 
 import torch
 
-from reference._checks import FLOAT_DTYPES, check_tensor, compute_dtype, is_int, is_real
+from reference._checks import FLOAT_DTYPES, check_as_planned, check_tensor, compute_dtype, is_int, is_real
 
 __all__ = ["sampling_probs", "sample"]  # the contract: what an implementation must provide
-__optional__ = []  # checked when an implementation provides them
+__optional__ = ["SamplerPlan"]  # checked when an implementation provides them
 
 Rowwise = Any  # a Python number, a sequence of batch numbers, or a 0-d / 1-d tensor
 
@@ -314,7 +317,13 @@ def check_processed(x: torch.Tensor) -> None:
 # ----------------------------------------------------------------------------- steps 1-2
 def apply_penalties(x: torch.Tensor, rows: Rows, prompt: list | None, output: list | None) -> torch.Tensor:
     """Step 1 (module doc). Returns a new tensor; x is not modified."""
-    batch, vocab = x.shape
+    return penalise(x, rows, *seen_and_counts(prompt, output, *x.shape, x.dtype, x.device))
+
+
+def seen_and_counts(prompt: list | None, output: list | None, batch: int, vocab: int, dtype,
+                    device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Step 1's inputs from the validated token lists: ``seen`` (batch, vocab) bool (prompt or
+    output) and ``counts`` (batch, vocab) in ``dtype`` (output only), on ``device``."""
     seen = torch.zeros(batch, vocab, dtype=torch.bool)
     counts = torch.zeros(batch, vocab, dtype=torch.int64)
     for r in range(batch):
@@ -322,8 +331,11 @@ def apply_penalties(x: torch.Tensor, rows: Rows, prompt: list | None, output: li
             seen[r, prompt[r]] = True
         if output is not None:
             counts[r] = torch.bincount(output[r], minlength=vocab)
-    seen = (seen | (counts > 0)).to(x.device)
-    counts = counts.to(x.device, x.dtype)
+    return (seen | (counts > 0)).to(device), counts.to(device, dtype)
+
+
+def penalise(x: torch.Tensor, rows: Rows, seen: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Step 1 on the device, from :func:`seen_and_counts`' tensors (no host work: a run's step)."""
     rp = rows.repetition_penalty[:, None]
     x = torch.where(seen, torch.where(x > 0, x / rp, x * rp), x)
     return x - rows.frequency_penalty[:, None] * counts - rows.presence_penalty[:, None] * (counts > 0).to(x.dtype)
@@ -494,3 +506,117 @@ def sample(logits, params: SamplingParams | None = None, generator: torch.Genera
         return torch.zeros(0, dtype=torch.int64, device=logits.device)
     u = uniforms if uniforms is not None else draw_uniforms(generator, batch, logits.device)
     return inverse_cdf(probs, u)
+
+
+# ------------------------------------------------------------------- plan once, run many
+class SamplerPlan:
+    """``sample`` in two steps, the way engines call it (FlashInfer's ``plan()`` then ``run()``):
+    ``plan`` once per decode step's batch on the host, ``run`` on the device, capturable in a CUDA
+    graph and replayed after the logits were written in place.
+
+    ``plan(logits, params=None, *, prompt_tokens=None, output_tokens=None)`` reads on the host:
+    the logits' shape, dtype and device -- never their values (they may be the empty buffer a
+    CUDA graph will fill) --, every value of ``params`` (the per-row fields and ``logit_bias``,
+    a dense bias tensor included: its values are copied at plan time) and the token ids of
+    ``prompt_tokens`` / ``output_tokens``, which it turns into device tensors (here the per-row
+    ``seen`` mask and output ``counts`` of step 1). It validates completely: every error of
+    ``sample`` that does not need the logits' values, with the same error type naming the same
+    argument (``logits``' type, rank, dtype and vocab; every ``params`` field, ``logit_bias``,
+    ``prompt_tokens``, ``output_tokens``; and a row whose ``logit_bias`` bans every token, which
+    ``sample`` rejects as "every token is masked" naming the row, whatever the logits hold). A
+    plan that raises leaves the object as it was (its previous plan, if any, still runs).
+    Nothing is drawn at plan time.
+
+    ``run(logits, *, uniforms=None, generator=None)`` is ``sample(logits, params, generator,
+    prompt_tokens=, output_tokens=, uniforms=)`` with the planned params and tokens, on the
+    logits' values *at the time of the run*: the same int64 tokens (batch,) for the same
+    uniforms, and with a generator the same draw (one ``torch.rand(batch, float64)``, the
+    reference's choice). It reads no tensor value on the host (no device-to-host copy, no sync)
+    and allocates only on the device, so it can be captured and replayed. It checks what the host
+    knows without a sync: a run before any plan is a RuntimeError naming ``plan``; ``logits``
+    whose shape, dtype or device differ from the planned ones is a TypeError (not a tensor, a
+    dtype) or ValueError (a shape, a device) naming ``logits``; ``uniforms`` not a floating
+    tensor (TypeError), or not of shape (batch,) on the logits' device (ValueError), names
+    ``uniforms``; without uniforms, a missing generator (ValueError), one that is not a
+    torch.Generator (TypeError) or one on another device type (ValueError) names ``generator``.
+
+    What ``sample`` checks by reading values, ``run`` cannot check without a sync, so it is the
+    caller's promise, unchecked: every uniform in [0, 1), and logits that ``sample`` would accept
+    -- no NaN, no +inf, nor a penalty or bias overflowing to +inf, and no row with every token
+    -inf after the bias (``sample`` raises ValueError naming the row for each). Breaking the
+    promise gives an unspecified result (any int64 tensor of shape (batch,), not necessarily
+    token ids), never an error.
+
+    The plain way, below: ``sample``'s own steps with the host work moved to the plan. Steps 1-2
+    from the planned ``seen``/``counts`` and dense bias; steps 3-6 are device ops that make no
+    host decision (:func:`probs_from_processed`: every row through every filter, greedy rows
+    replaced by their one-hot); the draw is :func:`inverse_cdf`.
+    """
+
+    def __init__(self):
+        self._plan: dict | None = None
+
+    def plan(self, logits, params: SamplingParams | None = None, *, prompt_tokens=None,
+             output_tokens=None) -> None:
+        dtype, rows, prompt, output = check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
+        check_bias_bans_no_row(rows.logit_bias)
+        batch, vocab = logits.shape
+        if rows.logit_bias is not None:           # a snapshot: the caller may reuse its bias tensor
+            rows = rows._replace(logit_bias=rows.logit_bias.clone())
+        seen, counts = seen_and_counts(prompt, output, batch, vocab, dtype, logits.device)
+        self._plan = dict(meta=(tuple(logits.shape), logits.dtype, logits.device), dtype=dtype, rows=rows,
+                          seen=seen, counts=counts)
+
+    def run(self, logits, *, uniforms: torch.Tensor | None = None,
+            generator: torch.Generator | None = None) -> torch.Tensor:
+        if self._plan is None:
+            raise RuntimeError("run before plan: call plan(logits, params, ...) with this batch first")
+        p = self._plan
+        check_run_logits(p["meta"], logits)
+        check_run_randomness(uniforms, generator, logits)
+        batch = logits.shape[0]
+        rows = p["rows"]
+        x = penalise(logits.detach().to(p["dtype"]), rows, p["seen"], p["counts"])
+        x = apply_logit_bias(x, rows)
+        if batch == 0:                            # nothing drawn
+            return torch.empty(0, dtype=torch.int64, device=logits.device)
+        probs = probs_from_processed(x, rows)
+        u = uniforms.to(torch.float64) if uniforms is not None else draw_uniforms(generator, batch, logits.device)
+        return inverse_cdf(probs, u)
+
+
+def check_bias_bans_no_row(bias: torch.Tensor | None) -> None:
+    """A plan's check of what ``sample`` finds after the bias without reading a logit: a row whose
+    bias bans every token (-inf everywhere) is masked whatever the logits hold; the same
+    ValueError as :func:`check_processed`, naming the first such row."""
+    if bias is None:
+        return
+    dead = torch.isneginf(bias).all(dim=1)
+    if bool(dead.any()):
+        raise ValueError(f"logits row {int(dead.nonzero()[0])}: every token is masked (all -inf after "
+                         "logit_bias and penalties); nothing can be sampled")
+
+
+def check_run_logits(planned: tuple, logits) -> None:
+    """``logits`` has the planned (shape, dtype, device): TypeError (not a tensor, another dtype)
+    or ValueError (another shape or device) naming ``logits``; host metadata only."""
+    check_as_planned("logits", logits, planned, "batch, vocab")
+
+
+def check_run_randomness(uniforms, generator, logits) -> None:
+    """A run's randomness, host metadata only (the values of ``uniforms`` are the caller's
+    promise): uniforms a floating (batch,) tensor on the logits' device, else a torch.Generator on
+    the logits' device type; TypeError / ValueError naming ``uniforms`` or ``generator``."""
+    if uniforms is None:
+        check_generator(generator, None, logits.device)
+        return
+    batch = logits.shape[0]
+    if not isinstance(uniforms, torch.Tensor):
+        raise TypeError(f"uniforms must be a torch.Tensor of shape ({batch},), got {type(uniforms).__name__}")
+    if not uniforms.dtype.is_floating_point:
+        raise TypeError(f"uniforms must be floating, got {uniforms.dtype}")
+    if tuple(uniforms.shape) != (batch,):
+        raise ValueError(f"uniforms must have shape (batch,) = ({batch},), got {tuple(uniforms.shape)}")
+    if uniforms.device != logits.device:
+        raise ValueError(f"uniforms must be on the logits' device {logits.device}, got {uniforms.device} "
+                         "(a copy from another device would sync)")

@@ -186,6 +186,10 @@ class Request:
     def num_tokens(self) -> int:
         return len(self.prompt) + len(self.output)
 
+    def append(self, token: int) -> None:
+        """The token sampled for it this step joins its output."""
+        self.output.append(token)
+
 
 def blocks_for(n_tokens: int, block_size: int) -> int:
     """Blocks that hold ``n_tokens`` tokens: ceil(n_tokens / block_size)."""
@@ -447,7 +451,7 @@ class Scheduler:
         finished = []
         for rid in expected:
             req = self.requests[rid]
-            req.output.append(sampled[rid])
+            req.append(sampled[rid])
             if len(req.output) >= req.max_tokens or rid in stopped:
                 finished.append(rid)
         for rid in finished:

@@ -86,11 +86,11 @@ from typing import NamedTuple
 
 import torch
 
-from reference._checks import FLOAT_DTYPES, check_tensor, is_int
+from reference._checks import FLOAT_DTYPES, check_as_planned, check_tensor, is_int
 from reference.sampling import inverse_cdf
 
 __all__ = ["verify"]  # the contract
-__optional__ = []
+__optional__ = ["VerifyPlan"]  # checked when an implementation provides it
 
 PAD = -1  # fills tokens after a row's emitted ones
 
@@ -146,6 +146,15 @@ def check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, un
     """Types, shapes, per-row arguments and randomness (module doc); the values of the
     probabilities and tokens are checked by :func:`report_bad_distributions` and
     :func:`report_bad_tokens` at the active positions this returns."""
+    a = check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy)
+    return a._replace(uniforms=check_randomness(uniforms, generator, a.batch, a.gamma + 1, target_probs.device))
+
+
+def check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy) -> Inputs:
+    """Everything of :func:`check_inputs` but the randomness: the tensors' kinds, shapes and
+    devices, and the values of ``draft_lens`` and ``greedy`` (read on the host: a device tensor is
+    copied). The returned ``lens`` and ``greedy`` are fresh tensors on target_probs' device
+    (never the caller's); ``uniforms`` is None."""
     check_tensor("target_probs", target_probs, ndim=3, dims="batch, γ + 1, vocab", dtypes=FLOAT_DTYPES)
     batch, positions, vocab = target_probs.shape
     if positions < 1:
@@ -182,14 +191,29 @@ def check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, un
     else:
         greedy_rows = _per_row(greedy, "greedy", batch, device, kind="bool")
 
+    pos = torch.arange(positions, device=device)
+    active_p = pos[None, :] <= lens[:, None]
+    active_q = pos[None, :gamma] < lens[:, None]
+    return Inputs(batch, gamma, vocab, lens, greedy_rows, active_p, active_q, None)
+
+
+def check_uniforms_kind(uniforms, batch: int, positions: int) -> None:
+    """``uniforms`` is a floating tensor of shape (batch, γ + 1): TypeError / ValueError naming
+    it (its values are checked where the caller reads them)."""
+    if not isinstance(uniforms, torch.Tensor):
+        raise TypeError(f"uniforms must be a torch.Tensor of shape (batch, γ + 1), got {type(uniforms).__name__}")
+    if not uniforms.dtype.is_floating_point:
+        raise TypeError(f"uniforms must be floating, got {uniforms.dtype}")
+    if tuple(uniforms.shape) != (batch, positions):
+        raise ValueError(f"uniforms must have shape (batch, γ + 1) = ({batch}, {positions}), "
+                         f"got {tuple(uniforms.shape)}")
+
+
+def check_randomness(uniforms, generator, batch: int, positions: int, device) -> torch.Tensor | None:
+    """verify's randomness: ``uniforms`` of shape (batch, γ + 1) in [0, 1) (returned as float64 on
+    ``device``), or else a torch.Generator on ``device``'s type (None is returned)."""
     if uniforms is not None:
-        if not isinstance(uniforms, torch.Tensor):
-            raise TypeError(f"uniforms must be a torch.Tensor of shape (batch, γ + 1), got {type(uniforms).__name__}")
-        if not uniforms.dtype.is_floating_point:
-            raise TypeError(f"uniforms must be floating, got {uniforms.dtype}")
-        if tuple(uniforms.shape) != (batch, positions):
-            raise ValueError(f"uniforms must have shape (batch, γ + 1) = ({batch}, {positions}), "
-                             f"got {tuple(uniforms.shape)}")
+        check_uniforms_kind(uniforms, batch, positions)
         uniforms = uniforms.to(device=device, dtype=torch.float64)
         if uniforms.numel() and not bool(((uniforms >= 0) & (uniforms < 1)).all()):
             raise ValueError("uniforms must lie in [0, 1)")
@@ -200,11 +224,7 @@ def check_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy, un
             raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         if generator.device.type != device.type:
             raise ValueError(f"generator is on {generator.device}, target_probs on {device}: they must match")
-
-    pos = torch.arange(positions, device=device)
-    active_p = pos[None, :] <= lens[:, None]
-    active_q = pos[None, :gamma] < lens[:, None]
-    return Inputs(batch, gamma, vocab, lens, greedy_rows, active_p, active_q, uniforms)
+    return uniforms
 
 
 def report_bad_distributions(name: str, sums: torch.Tensor, mins: torch.Tensor, active: torch.Tensor,
@@ -304,3 +324,163 @@ def verify(target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_t
     device = target_probs.device
     return Verified(torch.tensor(tokens, dtype=torch.int64).reshape(a.batch, a.gamma + 1).to(device),
                     torch.tensor(num_accepted, dtype=torch.int64).to(device))
+
+
+# ------------------------------------------------------------------- plan once, run many
+class VerifyPlan:
+    """``verify`` in two steps, the way engines call it (FlashInfer's ``plan()`` then ``run()``):
+    ``plan`` once per batch layout on the host, ``run`` once per step on the device, capturable
+    in a CUDA graph and replayed after the tensors' values were updated in place.
+
+    ``plan(target_probs, draft_probs, draft_tokens, *, draft_lens=None, greedy=None)`` reads the
+    host-side metadata of the batch -- the shapes, dtypes and devices of the three tensors
+    (``draft_probs`` None or a tensor), and the *values* of ``draft_lens`` and ``greedy`` (host
+    sequences, or device tensors, which the plan copies to the host: a sync at plan time) -- and
+    validates it completely: every error of ``verify`` that does not need the values of the
+    probabilities or the tokens, with the same type naming the same argument (kinds, ranks,
+    shapes, devices, vocab 0, ``draft_lens`` in [0, γ], one bool per row for ``greedy``). The
+    values of the three tensors are not read: they may be the empty buffers a graph will fill.
+    ``draft_lens`` and ``greedy`` are fixed by the plan: a run uses the values they had at plan
+    time, whatever the caller's tensors hold since (plan again for another step's lengths or
+    greedy rows). A plan that raises leaves the object as it was: its previous plan, if any,
+    still runs.
+
+    ``run(target_probs, draft_probs, draft_tokens, *, uniforms=None, generator=None) ->
+    Verified`` is ``verify(target_probs, draft_probs, draft_tokens, draft_lens=<planned>,
+    greedy=<planned>, uniforms=uniforms, generator=generator)`` on the tensors' values *at the
+    time of the run*: the same rule, the same tokens for the same uniforms, the generator
+    consumed the same way, fresh result tensors. It reads no tensor value on the host (no
+    device-to-host copy, no sync) and checks only what the host knows without one: a run before
+    any plan is a RuntimeError naming ``plan``; a tensor whose shape, dtype or device differs
+    from the planned one is a TypeError (a dtype, a non-tensor, ``draft_probs`` None against a
+    planned tensor or the reverse) or ValueError (a shape, a device) naming the argument;
+    ``uniforms``: a floating tensor (TypeError) of shape (batch, γ + 1) on the planned device
+    (ValueError: a run copies nothing between devices, unlike ``verify``); without uniforms a
+    torch.Generator (TypeError) on the planned device's type (ValueError), None being a
+    ValueError naming ``generator``. What it cannot check without a sync is the caller's
+    promise, unchecked: every active distribution a probability vector (finite, >= 0, summing
+    to 1), every active draft token in [0, vocab), the uniforms in [0, 1). Breaking it gives an
+    unspecified result of the right shapes and dtypes (an out-of-range token is read as some
+    token of the vocabulary), never an error.
+
+    The plain way, below (:func:`verify_batch`): the module doc's rule for every row and
+    position at once, on the device, in float64 -- acceptance by one gather, the number accepted
+    by a cumulative product, each row's one distribution at its first rejection (or bonus) by
+    ``torch.where``, and the inverse CDF in token order.
+    """
+
+    def __init__(self):
+        self._plan: dict | None = None
+
+    def plan(self, target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+             draft_lens=None, greedy=None) -> None:
+        a = check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy)
+        self._plan = dict(meta=run_metadata(target_probs, draft_probs, draft_tokens), inputs=a)
+
+    def run(self, target_probs: torch.Tensor, draft_probs: torch.Tensor | None, draft_tokens: torch.Tensor, *,
+            uniforms: torch.Tensor | None = None, generator: torch.Generator | None = None) -> Verified:
+        if self._plan is None:
+            raise RuntimeError("run before plan: call plan(...) with this batch's metadata first")
+        a = self._plan["inputs"]
+        check_run_arguments(self._plan["meta"], target_probs, draft_probs, draft_tokens, uniforms, generator)
+        u = (uniforms.to(torch.float64) if uniforms is not None
+             else draw(generator, a.batch, a.gamma, target_probs.device))
+        return verify_batch(target_probs, draft_probs, draft_tokens, a, u)
+
+
+RUN_ARGS = ("target_probs", "draft_probs", "draft_tokens")
+
+
+def run_metadata(*tensors) -> tuple:
+    """What a run may not change: each tensor's (shape, dtype, device), or None (draft_probs None),
+    in RUN_ARGS order."""
+    return tuple(None if t is None else (tuple(t.shape), t.dtype, t.device) for t in tensors)
+
+
+def check_run_arguments(planned: tuple, target_probs, draft_probs, draft_tokens, uniforms, generator) -> None:
+    """VerifyPlan.run's checks (its doc): the tensors against the plan's metadata, then the
+    randomness; host-side metadata only, no tensor value is read."""
+    for name, meta, t in zip(RUN_ARGS, planned, (target_probs, draft_probs, draft_tokens)):
+        if meta is None:
+            if t is not None:
+                raise TypeError(f"{name} must be None, as planned, got a {type(t).__name__} (plan again)")
+            continue
+        check_as_planned(name, t, meta)
+    (batch, positions, _), _, device = planned[0]
+    if uniforms is not None:
+        check_uniforms_kind(uniforms, batch, positions)
+        if uniforms.device != device:
+            raise ValueError(f"uniforms must be on the planned device {device}, got {uniforms.device}")
+    else:
+        if generator is None:
+            raise ValueError("generator: run needs an explicit torch.Generator (or explicit uniforms)")
+        if not isinstance(generator, torch.Generator):
+            raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+        if generator.device.type != device.type:
+            raise ValueError(f"generator is on {generator.device}, the plan on {device}: they must match")
+
+
+def cumsum_in_order(weights: torch.Tensor) -> torch.Tensor:
+    """The cumulative sum along dim 1 in token order, one float64 addition after another (the
+    contract's C). torch.cumsum is that loop on the CPU; on a GPU it is a parallel scan whose last
+    bits can differ (a token can hang on them: spec_tests/speculative's pinned case "the CDF is
+    summed in token order"), so there the additions are made one token at a time, for every row
+    at once: slow, and plain (the optimized verifier certifies a faster order instead)."""
+    if weights.device.type == "cpu":
+        return torch.cumsum(weights, dim=1)
+    c = torch.empty_like(weights)
+    total = torch.zeros_like(weights[:, 0])
+    for t in range(weights.shape[1]):
+        total = total + weights[:, t]
+        c[:, t] = total
+    return c
+
+
+def inverse_cdf_in_order(weights: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """reference.sampling.inverse_cdf (its formula, line for line) with C = :func:`cumsum_in_order`:
+    the smallest t with C_t > v * C_last, at most the last positive weight's id."""
+    c = cumsum_in_order(weights)
+    target = v.to(weights.dtype) * c[:, -1]
+    idx = (c <= target[:, None]).sum(dim=1)
+    last = weights.shape[1] - 1 - (weights.flip(1) > 0).to(torch.int8).argmax(dim=1)
+    return torch.minimum(idx, last)
+
+
+def verify_batch(target_probs, draft_probs, draft_tokens, a: Inputs, u: torch.Tensor) -> Verified:
+    """The module doc's rule for the whole batch at once, on the device, reading no value on the
+    host (VerifyPlan.run): ``a`` the planned Inputs (lens, greedy rows, active positions), ``u``
+    the (batch, γ + 1) float64 uniforms. The same float64 operations as :func:`verify`'s row walk,
+    so the same tokens; padding (and a broken promise) never raises: inactive draft tokens are
+    read as token 0 and out-of-range ones clamped into the vocabulary, and ``torch.where``
+    keeps whatever the padding holds out of every active result."""
+    b, g, vocab = a.batch, a.gamma, a.vocab
+    device = target_probs.device
+    rows = torch.arange(b, device=device)
+    p = target_probs.detach().to(torch.float64)                                   # (b, γ + 1, vocab)
+    x = torch.where(a.active_q, draft_tokens.to(torch.int64), 0).clamp(0, vocab - 1)   # (b, γ)
+    if draft_probs is None:                        # q one-hot on the drafts
+        q = torch.nn.functional.one_hot(x, vocab).to(torch.float64)
+    else:
+        q = draft_probs.detach().to(torch.float64)                                # (b, γ, vocab)
+    argmax = p.argmax(dim=2)                       # greedy rows (ties to the smallest id)
+
+    # acceptance of every draft, then the leading run of accepts
+    px = p[:, :g].gather(2, x[:, :, None]).squeeze(2)
+    qx = q.gather(2, x[:, :, None]).squeeze(2)
+    sampled = (qx > 0) & (u[:, :g] * qx < px)
+    accept = torch.where(a.greedy[:, None], x == argmax[:, :g], sampled) & a.active_q
+    k = accept.to(torch.int64).cumprod(dim=1).sum(dim=1)
+
+    # each row's one distribution: the residual at its first rejection, else the bonus p
+    pk = p[rows, k]                                                               # (b, vocab)
+    rejected = k < a.lens
+    qk = q[rows, k.clamp(max=g - 1)] if g else torch.zeros_like(pk)
+    weights = torch.where(rejected[:, None], (pk - qk).clamp(min=0), pk)
+    weights = torch.where((weights > 0).any(dim=1, keepdim=True), weights, pk)    # an empty residual: p
+    token = torch.where(a.greedy, argmax[rows, k], inverse_cdf_in_order(weights, u[:, g]))
+
+    cols = torch.arange(g + 1, device=device)
+    tokens = torch.full((b, g + 1), PAD, dtype=torch.int64, device=device)
+    tokens[:, :g] = torch.where(cols[None, :g] < k[:, None], x, PAD)
+    tokens.scatter_(1, k[:, None], token[:, None])
+    return Verified(tokens, k)

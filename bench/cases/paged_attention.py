@@ -5,6 +5,8 @@ Shapes (batch x context): 32 query / 8 KV heads, D = 128, bf16, blocks of 16 who
 random permutation of the pool, every sequence at the full context. Providers:
     ours (graph)    the kernels alone (``paged_attention_unchecked``: split + merge), CUDA-graph replay
     ours (eager)    the same launched from Python
+    run (graph)     the public plan/run API: ``PagedAttentionPlan.plan`` once (setup), ``run`` timed,
+                    CUDA-graph replay (what an engine does); ``run (eager)`` launched from Python
     ours (call)     ``paged_attention`` itself: input checks (a device-to-host copy of seq_lens and
                     the block table) + kernels, eager
     checks alone    ``check_paged_attention_inputs`` alone (eager)
@@ -26,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 import optimized.paged_attention as pa
-from bench.runner import Case, P, Unavailable
+from bench.runner import Case, P, Unavailable, extra_rows
 from conformance.tolerance import assert_close_to_oracle
 from reference.attention import attention as ref_attention
 from reference.paged_attention import check_paged_attention_inputs
@@ -55,7 +57,8 @@ def _decode_case(batch, n, providers, tags=(), suffix="", devices=("cuda",), tim
                 work=kv_bytes(batch, n, p["kv_heads"], p["head_dim"]), devices=devices, tags=tags, timing=timing or {})
 
 
-MAIN = (P("ours (graph)", "ours", graph=True), P("ours (eager)", "ours"), P("ours (call)", "call"),
+MAIN = (P("run (graph)", "run", graph=True), P("run (eager)", "run"),
+        P("ours (graph)", "ours", graph=True), P("ours (eager)", "ours"), P("ours (call)", "call"),
         P("checks alone", "checks"), P("sdpa_cudnn", "sdpa", graph=True, backend="cudnn"),
         P("sdpa_cudnn (eager)", "sdpa", backend="cudnn"), P("sdpa_flash", "sdpa", graph=True, backend="flash"),
         P("sdpa_flash (eager)", "sdpa", backend="flash"))
@@ -65,7 +68,7 @@ CASES = (
           tags=("ceiling",)),
      Case("ceiling: read 2 GiB bf16 (sum)", dict(elements=GiB2), (P("torch.sum", "read"),), metric="TB/s",
           work=2 * GiB2, tags=("ceiling",))]
-    + [_decode_case(b, n, MAIN) for b, n in SHAPES]
+    + [_decode_case(b, n, MAIN, ("main",)) for b, n in SHAPES]
     + [_decode_case(b, n, [P(f"ours splits={s}", "ours", graph=True, splits=s) for s in SPLITS[(b, n)]], ("splits",),
                     suffix=" splits") for b, n in SHAPES]
     + [_decode_case(b, n, [P(f"ours BLOCK_N {bn} w{w} s{st} splits={sp}", "ours", graph=True, splits=sp,
@@ -133,7 +136,7 @@ def _ours(prob, case, device, config=None, splits=None):
         config = dict(config, programs=pa.decode_config(case.params["head_dim"], torch.device(device))["programs"])
     args = (prob["q"], prob["k_cache"], prob["v_cache"], prob["tables"], prob["lens"])
     plan_cfg = config or pa.decode_config(case.params["head_dim"], torch.device(device))
-    info = dict(plan=pa.plan(prob["lens_list"], 1, None, case.params["batch"] * case.params["kv_heads"],
+    info = dict(plan=pa.split_plan(prob["lens_list"], 1, None, case.params["batch"] * case.params["kv_heads"],
                              plan_cfg["BLOCK_N"], plan_cfg["programs"], plan_cfg["min_tiles"], splits))
     if config is not None or splits is not None:
         want = pa.paged_attention_unchecked(*args, lens=prob["lens_list"])
@@ -159,8 +162,26 @@ def _sdpa(prob, case, device, backend):
     return run
 
 
+def _run(prob, case, device, extra: float = 0.0):
+    """The public two-step API: one plan (host checks, splits, workspace), then ``run`` alone.
+    ``extra`` (the regression gate's planted slowdown, bench/gate_proof.py, never a default):
+    also run a second plan over the first ``max(1, round(extra x batch))`` sequences."""
+    args = (prob["q"], prob["k_cache"], prob["v_cache"], prob["tables"], prob["lens"])
+    plan = pa.PagedAttentionPlan()
+    plan.plan(*args)
+    if not extra:
+        return lambda: plan.run(*args)
+    r = extra_rows(prob["q"].shape[0], extra)
+    more = (prob["q"][:r], prob["k_cache"], prob["v_cache"], prob["tables"][:r], prob["lens"][:r])
+    plan2 = pa.PagedAttentionPlan()
+    plan2.plan(*more)
+    return lambda: (plan.run(*args), plan2.run(*more))[0]
+
+
+
 BUILDERS = {
     "ours": _ours,
+    "run": _run,
     "call": lambda prob, case, device: lambda: pa.paged_attention(prob["q"], prob["k_cache"], prob["v_cache"],
                                                                   prob["tables"], prob["lens"]),
     "checks": lambda prob, case, device: lambda: check_paged_attention_inputs(

@@ -4,13 +4,16 @@ baselines (docs/sampling.md, docs/performance.md).
 
 Workloads (fp32 logits from a seeded generator): "peaked" = 4 randn (top-1 probability ~0.27,
 top-p 0.9 keeps ~190 of 32,000 tokens: LLM-like), "flat" = randn (top-p 0.9 keeps ~60 % of the
-vocabulary: the worst case for a top-p threshold search); two samplers: T 0.7 -> top-k 50 ->
-top-p 0.9, and top-p 0.9 alone. Each timed call is a whole ``sample(logits, params, generator)``
+vocabulary: the worst case for a top-p threshold search); four samplers on CUDA (eight 256 x
+128,256 workloads): T 0.7 -> top-k 50 -> top-p 0.9, top-p 0.9 alone, top-k 50 alone, T 0.7 ->
+min-p 0.05; the CPU and smoke cases keep the first two. Each timed call is a whole ``sample(logits, params, generator)``
 (validation, filters, draw); on CUDA with CUDA events after a synchronize (the call's latency,
 host work included), implementations interleaved round by round, median of the rounds.
 
 Providers: ``optimized`` (the default schedule: the split sort-free Triton sampler on CUDA, the
-torch schedule on the CPU), the other schedules of ``optimized.sampling.dispatch.sample``
+torch schedule on the CPU), on CUDA ``run (graph)`` / ``run (eager)`` (the public
+``SamplerPlan``: plan once in setup, ``run`` timed, CUDA-graph-replayed by the runner or launched
+eagerly; fixed uniforms) and ``topk(k+1) + multinomial`` (the torch floor of a top-k sampler), the other schedules of ``optimized.sampling.dispatch.sample``
 (``schedule=`` "torch", "one-program", "split" with other SplitConfig settings: eager launches,
 8 pivots x 4 passes, 8 programs per row, block 512 / 4 warps), ``reference (sort)`` (per row,
 sort everything: written for reading), ``transformers warpers + multinomial`` (the gate's peer),
@@ -50,7 +53,10 @@ except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
 CONFIGS = {
     "T0.7 top-k 50 top-p 0.9": dict(temperature=0.7, top_k=50, top_p=0.9),
     "top-p 0.9": dict(top_p=0.9),
+    "top-k 50": dict(top_k=50),
+    "T0.7 min-p 0.05": dict(temperature=0.7, min_p=0.05),
 }
+CPU_CONFIGS = ("T0.7 top-k 50 top-p 0.9", "top-p 0.9")   # the CPU and smoke cases (bench/floors.py's)
 OURS = "optimized"
 TRANSFORMERS = "transformers warpers + multinomial"
 SPLIT_VARIANTS = {  # the split schedule's settings timed next to its default
@@ -83,6 +89,8 @@ def hf_chain(params: dict):
         procs.append(lp.TopKLogitsWarper(params["top_k"]))
     if params.get("top_p", 1.0) < 1.0:
         procs.append(lp.TopPLogitsWarper(params["top_p"]))
+    if params.get("min_p", 0.0) > 0.0:
+        procs.append(lp.MinPLogitsWarper(params["min_p"]))
 
     def run(x, generator):
         ids = torch.zeros(x.shape[0], 1, dtype=torch.long, device=x.device)
@@ -116,12 +124,14 @@ def sampler_config(split=None, one_program=None, torch_path=None) -> SamplerConf
 def _timing_case(dist, config, batch, vocab, device, tags=(), rounds=25, full=True) -> Case:
     providers = [P(OURS, "sample", schedule="auto")]
     if device == "cuda" and full:
+        providers += [P("run (graph)", "run", graph=True), P("run (eager)", "run"),
+                      P("topk(k+1) + multinomial", "topk_multinomial")]
         providers += [P("torch schedule", "sample", schedule="torch"),
                       P("one program per row", "sample", schedule="one-program")]
         providers += [P(f"split, {label}", "sample", schedule="split", split=cfg)
                       for label, cfg in SPLIT_VARIANTS.items()]
         providers += [P("torch.sort alone", "torch_sort")]
-        if "top_k" not in CONFIGS[config]:
+        if "top_p" in CONFIGS[config] and "top_k" not in CONFIGS[config]:
             providers += [P("torch.sort top-p sampler", "sort_top_p")]
         providers += [P("torch.multinomial alone", "multinomial"), P("one read pass (x.amax(dim=1))", "read_pass")]
     elif device == "cpu" and not full:            # the smoke case: the Triton schedules, interpreted
@@ -141,14 +151,15 @@ def _profile_case(dist, config, splits, tags) -> Case:
                       for s in splits), metric="value", tags=tags)
 
 
-WORKLOADS = [(d, c) for d in ("peaked", "flat") for c in CONFIGS]
+WORKLOADS = [(d, c) for d in ("peaked", "flat") for c in CONFIGS]          # the eight 256 x 128k workloads
+CPU_WORKLOADS = [(d, c) for d in ("peaked", "flat") for c in CPU_CONFIGS]
 CASES = ([_timing_case(d, c, 256, 128256, "cuda") for d, c in WORKLOADS]
-         + [_timing_case(d, c, 64, 32000, "cpu") for d, c in WORKLOADS]
+         + [_timing_case(d, c, 64, 32000, "cpu") for d, c in CPU_WORKLOADS]
          + [_profile_case(d, c, [{}], ("profile",)) for d, c in WORKLOADS]
-         + [_profile_case(d, c, [{}] + PROFILE_SWEEP, ("profile-sweep", "sweep")) for d, c in WORKLOADS]
+         + [_profile_case(d, c, [{}] + PROFILE_SWEEP, ("profile-sweep", "sweep")) for d, c in CPU_WORKLOADS]
          + [Case("empty Triton launch, host time", dict(kernel="empty", launches=200), (P("launch", "empty_launch"),),
                  metric="value", tags=("profile",))]
-         + [_timing_case("peaked", c, 2, 64, "cpu", ("smoke",), rounds=1, full=False) for c in CONFIGS])
+         + [_timing_case("peaked", c, 2, 64, "cpu", ("smoke",), rounds=1, full=False) for c in CPU_CONFIGS])
 
 
 # ----------------------------------------------------------------------------- set-up and checks
@@ -242,6 +253,38 @@ def _reference(prob, case, device):
     return lambda: ref.sample(prob["x"], prob["params"], gen)
 
 
+def _run(prob, case, device, extra: float = 0.0):
+    """The public two-step API: ``SamplerPlan.plan`` once here (validation, schedule, workspace,
+    per-row parameters on the device), then ``run`` alone is timed, with fixed float64 uniforms
+    (a buffer an engine fills; the runner CUDA-graph-captures it for ``graph=True``). ``extra``
+    (the regression gate's planted slowdown, bench/gate_proof.py, never a default): also sample
+    the first ``max(1, round(extra x batch))`` rows again through a second plan."""
+    from bench.runner import extra_rows
+    from optimized.sampling import SamplerPlan
+    x, params = prob["x"], prob["params"]
+    plan = SamplerPlan()
+    plan.plan(x, params)
+    u = torch.rand(x.shape[0], generator=torch.Generator().manual_seed(1), dtype=torch.float64).to(device)
+    if not extra:
+        return lambda: plan.run(x, uniforms=u)
+    r = extra_rows(x.shape[0], extra)
+    plan2 = SamplerPlan()
+    plan2.plan(x[:r], params)
+    return lambda: (plan.run(x, uniforms=u), plan2.run(x[:r], uniforms=u[:r]))[0]
+
+
+def _topk_multinomial(prob, case, device):
+    """The floor a top-k sampler built on torch ops meets: torch.topk of k + 1 logits, softmax over
+    them, torch.multinomial (k = the workload's top_k, else 50)."""
+    k = CONFIGS[case.params["config"]].get("top_k", 50) + 1
+    gen = torch.Generator(device=device).manual_seed(0)
+
+    def run():
+        vals, ids = torch.topk(prob["x"], k, dim=1)
+        return ids.gather(1, torch.multinomial(torch.softmax(vals, dim=1), 1, generator=gen))[:, 0]
+    return run
+
+
 def _sort_top_p(prob, case, device):
     gen = torch.Generator(device=device).manual_seed(0)
     return lambda: sort_based_top_p(prob["x"], CONFIGS[case.params["config"]]["top_p"], gen)
@@ -316,6 +359,8 @@ BUILDERS = {
     "transformers": _transformers,
     "reference": _reference,
     "sort_top_p": _sort_top_p,
+    "run": _run,
+    "topk_multinomial": _topk_multinomial,
     "torch_sort": lambda prob, case, device: lambda: torch.sort(prob["x"], dim=1, descending=True),
     "multinomial": _multinomial,
     "read_pass": lambda prob, case, device: lambda: prob["x"].amax(dim=1),

@@ -10,6 +10,19 @@ drafts from the good draft). Drafts are drawn from the draft distribution. CPU: 
 waiting for a core); CUDA: 256 x gamma 4 x 128,256, the optimized verifier's torch draw and its
 Triton draw side by side (``verify_with(config=VerifyConfig(draw=...))``). Every implementation
 must emit the reference's tokens and counts before anything is timed.
+
+Plan once, run many (CUDA, "good draft", float32, 256 x gamma 4 x 131,072 and 64 x gamma 8 x
+32,768; tag "plan"): providers
+    run (graph)     the public two-step API: ``VerifyPlan.plan`` once (setup), ``run`` timed,
+                    CUDA-graph replay (what an engine does)
+    run (eager)     the same run launched from Python
+    verify (call)   the one-call ``verify``: its validation (a sync) + plan + run
+    vectorised PyTorch rejection sampler (vLLM's rule)   :func:`torch_rejection_sampler`, the
+                    peer a user would write instead (graph-replayed)
+    one read of p and q   ``p.amax(); q.amax()`` (graph-replayed): the memory floor of a verifier
+                    that reads every probability once
+The eager run's tokens are checked against the reference before timing (graph replays after
+in-place updates: spec_tests/speculative/test_plan_run.py's GPU test).
 """
 from __future__ import annotations
 
@@ -48,8 +61,23 @@ def _case(config: str, device: str, shape, tags=(), rounds: int = 15) -> Case:
                 providers, metric="ms", devices=(device,), tags=tags, timing=dict(ALTERNATING, rounds=rounds))
 
 
+PLAN_SHAPES = [(256, 4, 131072), (64, 8, 32768)]
+PLAN_PROVIDERS = (P("run (graph)", "run", graph=True), P("run (eager)", "run"), P("verify (call)", "call"),
+                  P("vectorised PyTorch rejection sampler (vLLM's rule)", "torch_sampler", graph=True),
+                  P("one read of p and q", "read", graph=True))
+
+
+def _plan_case(shape) -> Case:
+    batch, gamma, vocab = shape
+    return Case(f"plan/run, good draft, {batch} x gamma {gamma} x {vocab}",
+                dict(config="good draft", batch=batch, gamma=gamma, vocab=vocab, dtype="float32", threads=None),
+                PLAN_PROVIDERS, metric="ms", devices=("cuda",), tags=("plan",),
+                timing=dict(ALTERNATING, rounds=5, sync=True))
+
+
 CASES = ([_case(c, "cpu", SHAPES["cpu"]) for c in CONFIGS]
          + [_case(c, "cuda", SHAPES["cuda"], rounds=3) for c in CONFIGS]
+         + [_plan_case(shape) for shape in PLAN_SHAPES]
          + [_case(c, "cpu", (4, 2, 100), ("smoke",), rounds=2) for c in ("good draft", "n-gram")])
 
 
@@ -65,9 +93,14 @@ def check(kw, case, device) -> dict:
     want = ref.verify(**kw)
     out = dict(ok=True, mean_accepted=float(want.num_accepted.float().mean()))
     for p in case.providers:
-        if p.name == "reference":
+        if p.build == "optimized":
+            got = opt.verify_with(**kw, config=opt.VerifyConfig(draw=p.options["draw"]))
+        elif p.build == "run" and not p.graph:
+            plan = opt.VerifyPlan()
+            plan.plan(kw["target_probs"], kw["draft_probs"], kw["draft_tokens"])
+            got = plan.run(kw["target_probs"], kw["draft_probs"], kw["draft_tokens"], uniforms=kw["uniforms"])
+        else:
             continue
-        got = opt.verify_with(**kw, config=opt.VerifyConfig(draw=p.options["draw"]))
         bad = ((got.tokens.cpu() != want.tokens.cpu()).any(1)
                | (got.num_accepted.cpu() != want.num_accepted.cpu())).nonzero().flatten().tolist()
         out[f"{p.name}_rows_differing"] = len(bad)
@@ -84,7 +117,67 @@ def _timed(kw: dict, config):
     return lambda: opt.verify_with(**kw, config=config)
 
 
+def torch_rejection_sampler(p: torch.Tensor, q: torch.Tensor, x: torch.Tensor, u: torch.Tensor,
+                            generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The peer: vLLM's rejection rule, batched in plain torch ops (no validation, no per-row
+    work). p (B, γ + 1, V), q (B, γ, V), x (B, γ) int64, u (B, γ) acceptance uniforms. Accept x_i
+    iff p_i(x_i) / q_i(x_i) >= u_i (vLLM's float32 test); the accepted run is the leading run of
+    accepts (a cumulative product); every position's recovered token is drawn from max(p - q, 0)
+    and the bonus from p_γ by the exponential race argmax(w / e), e ~ Exp(1), one noise vector
+    per row (vLLM v1's recovered tokens); the row emits its accepted drafts and the token at its
+    first rejection (or the bonus). Returns (tokens (B, γ + 1) with -1 after the emitted ones,
+    num_accepted (B,))."""
+    b, g = x.shape
+    px = p[:, :g].gather(2, x[:, :, None]).squeeze(2)
+    qx = q.gather(2, x[:, :, None]).squeeze(2)
+    accept = px / qx >= u
+    k = accept.to(torch.int64).cumprod(dim=1).sum(dim=1)
+    e = torch.empty((b, 1, p.shape[2]), dtype=p.dtype, device=p.device).exponential_(generator=generator)
+    recovered = ((p[:, :g] - q).clamp_(min=0) / e).argmax(dim=2)          # (B, γ)
+    bonus = (p[:, g] / e[:, 0]).argmax(dim=1)                              # (B,)
+    emitted = torch.cat([recovered, bonus[:, None]], dim=1).gather(1, k[:, None])
+    cols = torch.arange(g + 1, device=p.device)
+    tokens = torch.where(cols[None, :g] < k[:, None], x, -1)
+    tokens = torch.cat([tokens, torch.full_like(k[:, None], -1)], dim=1).scatter_(1, k[:, None], emitted)
+    return tokens, k
+
+
+def _run(kw, case, device, extra: float = 0.0):
+    """The public two-step API: one plan (setup), then ``run`` alone on the same tensors.
+    ``extra`` (the regression gate's planted slowdown, bench/gate_proof.py, never a default): also
+    verify the first ``max(1, round(extra x batch))`` rows again through a second plan."""
+    from bench.runner import extra_rows
+    plan = opt.VerifyPlan()
+    plan.plan(kw["target_probs"], kw["draft_probs"], kw["draft_tokens"])
+    args = (kw["target_probs"], kw["draft_probs"], kw["draft_tokens"])
+    u = kw["uniforms"]
+    if not extra:
+        return (lambda: plan.run(*args, uniforms=u)), {}
+    r = extra_rows(args[0].shape[0], extra)
+    more = tuple(a[:r] if a is not None else None for a in args)
+    plan2 = opt.VerifyPlan()
+    plan2.plan(*more)
+    return (lambda: (plan.run(*args, uniforms=u), plan2.run(*more, uniforms=u[:r]))[0]), {}
+
+
+def _torch_sampler(kw, case, device):
+    p, q, x, u = kw["target_probs"], kw["draft_probs"], kw["draft_tokens"], kw["uniforms"]
+    g = x.shape[1]
+    u = u[:, :g].to(p.dtype).contiguous()
+    gen = torch.Generator(device=p.device).manual_seed(0) if p.device.type != "cuda" else None
+    return lambda: torch_rejection_sampler(p, q, x, u, gen)
+
+
+def _read(kw, case, device):
+    p, q = kw["target_probs"], kw["draft_probs"]
+    return lambda: (p.amax(), q.amax())
+
+
 BUILDERS = {
     "reference": lambda kw, case, device: lambda: ref.verify(**kw),
     "optimized": lambda kw, case, device, draw: _timed(kw, opt.VerifyConfig(draw=draw)),
+    "run": _run,
+    "call": lambda kw, case, device: lambda: opt.verify(**kw),
+    "torch_sampler": _torch_sampler,
+    "read": _read,
 }

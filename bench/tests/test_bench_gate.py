@@ -41,3 +41,24 @@ def test_sampling_gate(dist, config):
     rep = gate.check({m.shape: m}, gate.recorded_sampling())
     print(rep.explain())
     assert rep.ok, rep.explain()
+
+
+def _public_params():
+    return [(k, c.name) for k in gate.PUBLIC_GATES for c in gate.public_cases(k)]
+
+
+@pytest.mark.parametrize("kernel,case_name", _public_params(), ids=lambda x: str(x).replace(" ", "_"))
+def test_public_path_gate(kernel, case_name):
+    """Issue 27's public plan/run paths, held to THIS machine's baseline (no cross-session record
+    exists for them): ``python -m bench.gate_proof --kernel <kernel>`` records one, then
+    ``INFERSPEC_GATE_BASELINE=$OUT/gate_baseline_<kernel>.json pytest bench/tests/test_bench_gate.py``."""
+    try:
+        rec = gate.recorded_public(kernel)
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    if not rec:
+        pytest.skip(f"the baseline at INFERSPEC_GATE_BASELINE has no {kernel} rows")
+    m = gate.measure_public(kernel, case_name)
+    rep = gate.check({m.shape: m}, rec)
+    print(rep.explain())
+    assert rep.ok, rep.explain()

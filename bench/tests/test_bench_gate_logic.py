@@ -140,3 +140,79 @@ def test_recorded_sampling_ratios_read_the_runners_json(tmp_path):
     rec = gate.recorded_sampling(path)
     shape = gate.sampling_shape("flat", "top-p 0.9", 256, 128256)
     assert set(rec) == {shape} and rec[shape].value == pytest.approx(3.95 / 1.25)
+
+
+# --- issue 27's public paths -------------------------------------------------------------------
+@pytest.mark.parametrize("kernel,count", [("paged_decode", 3), ("verify", 2), ("sampler", 8)])
+def test_public_gates_have_cases_with_a_full_peer(kernel, count):
+    """Every public gate shape is a runner case that times ``run`` under graph replay next to at
+    least one full peer of the same operation (the shapes of issue 27's table)."""
+    cases = gate.public_cases(kernel)
+    assert len(cases) == count, [c.name for c in cases]
+    _, peers = gate.PUBLIC_GATES[kernel]
+    for c in cases:
+        names = {p.name for p in c.providers}
+        assert gate.PUBLIC_OURS in names and names & set(peers), (c.name, names)
+
+
+def test_public_paths_are_held_to_this_machines_baseline(tmp_path, monkeypatch):
+    """The public paths have no cross-session record: without INFERSPEC_GATE_BASELINE the gate
+    says how to record one; with it, its rows of that kernel are the record."""
+    monkeypatch.delenv("INFERSPEC_GATE_BASELINE", raising=False)
+    with pytest.raises(FileNotFoundError, match="gate_proof --kernel verify"):
+        gate.recorded_public("verify")
+    shape = gate.public_shape("verify", "plan/run, good draft, 64 x gamma 8 x 32768")
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(dict(rows=[
+        dict(kernel="verify", shape=shape, ours_ms=0.25, peer="torch", peer_ms=0.25, ratio=1.0),
+        dict(kernel="attention", shape="other", ours_ms=1, peer="x", peer_ms=1, ratio=1.0)])))
+    monkeypatch.setenv("INFERSPEC_GATE_BASELINE", str(path))
+    rec = gate.recorded_public("verify")
+    assert set(rec) == {shape}
+    assert not gate.check({shape: gate.Ratio(shape, 0.25 * 1.10, "torch", 0.25)}, rec).ok
+
+
+def _plain_and_planted(module, build, prob, case):
+    plain = module.BUILDERS["run"](prob, case, "cpu")
+    planted = module.BUILDERS["run"](prob, case, "cpu", extra=0.1)
+    unwrap = (lambda f: f[0]) if isinstance(plain, tuple) else (lambda f: f)
+    return unwrap(plain), unwrap(planted)
+
+
+def _same(a, b):
+    import torch
+    if isinstance(a, torch.Tensor):
+        return torch.equal(a, b)
+    return all(_same(x, y) for x, y in zip(a, b)) if isinstance(a, tuple) else a == b
+
+
+@pytest.mark.parametrize("kernel", ["paged_decode", "verify", "sampler"])
+def test_the_planted_extra_work_returns_the_shipped_result(kernel, monkeypatch):
+    """gate_proof's ``extra10`` plant (the cases' ``run`` builder with ``extra=0.1``) does more work
+    -- a second plan's run over the first max(1, round(0.1 x batch)) rows -- and returns the shipped
+    call's result unchanged, on the CPU at tiny sizes (the timing itself is the GPU proof's)."""
+    import torch
+    from bench.runner import Case, P, extra_rows
+    if kernel == "paged_decode":
+        from bench.cases import paged_attention as m
+        case, plan_class = next(c for c in m.CASES if "smoke" in c.tags), m.pa.PagedAttentionPlan
+    elif kernel == "verify":
+        from bench.cases import speculative as m
+        case, plan_class = next(c for c in m.CASES if "smoke" in c.tags), m.opt.VerifyPlan
+    else:
+        from bench.cases import sampling as m
+        from optimized.sampling import SamplerPlan as plan_class
+        case = Case("tiny", dict(batch=12, vocab=50, dist="peaked", config="top-p 0.9"), (P("run"),), metric="ms")
+    rows = []
+    shipped_run = plan_class.run
+    monkeypatch.setattr(plan_class, "run", lambda self, first, *a, **k: (rows.append(first.shape[0]),
+                                                                          shipped_run(self, first, *a, **k))[1])
+    prob = m.setup(case, "cpu")
+    plain, planted = _plain_and_planted(m, "run", prob, case)
+    batch = case.params["batch"]
+    with torch.no_grad():
+        want = plain()
+        assert rows == [batch]
+        got = planted()
+    assert rows == [batch, batch, extra_rows(batch, 0.1)], rows
+    assert _same(want, got)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from bench.cases.sampling import CONFIGS, make_logits
+from bench.cases.sampling import CONFIGS, CPU_CONFIGS, make_logits
 from bench.floors import FLOORS
 from bench.timing import compare
 from optimized import sampling as fast
@@ -52,17 +52,17 @@ def run(module, config: str) -> torch.Tensor:
     return module.sample(X, ref.SamplingParams(**CONFIGS[config]), gen)
 
 
-@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("config", CPU_CONFIGS)
 def test_bench_sampling_optimized(benchmark, config):
     benchmark(run, fast, config)
 
 
-@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("config", CPU_CONFIGS)
 def test_bench_sampling_reference(benchmark, config):
     benchmark.pedantic(run, args=(ref, config), rounds=3, iterations=1)
 
 
-@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("config", CPU_CONFIGS)
 def test_speedup_over_reference(config):
     """Reference and optimized timed alternately in one run, best of 3 each; same support (the
     oracle's, on the rows clear of rounding: clear_rows_agree)."""

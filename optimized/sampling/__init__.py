@@ -17,8 +17,8 @@ for small top_k, a bucket select otherwise.
 
 The package, one job per module:
 
-    __init__.py      the contract: ``sample``, ``sampling_probs`` (and ``SamplingParams``,
-                     re-exported), at the default schedule and configuration
+    __init__.py      the contract: ``sample``, ``sampling_probs``, ``SamplerPlan`` (and
+                     ``SamplingParams``, re-exported), at the default schedule and configuration
     dispatch.py      the same two functions with keyword-only ``schedule=`` and ``config=``: which
                      schedule runs where (the public way to choose one)
     config.py        every setting of every schedule, as frozen dataclasses passed in
@@ -30,6 +30,7 @@ The package, one job per module:
     split_row.py     the sort-free Triton schedule with each row split over several programs
     launch_cache.py  relaunching compiled Triton kernels without per-call specialisation
     graph_cache.py   CUDA graphs of a launch schedule, captured once and replayed
+    plan.py          ``SamplerPlan``: plan on the host, run on the device with no sync (capturable)
 
 Numbers: docs/sampling.md (python -m bench run --concept sampling)."""
 from __future__ import annotations
@@ -37,6 +38,7 @@ from __future__ import annotations
 import torch
 
 from optimized.sampling import dispatch
+from optimized.sampling.plan import SamplerPlan  # noqa: F401  (the optional contract name)
 from reference.sampling import SamplingParams  # noqa: F401  (vocabulary, re-exported: same names as reference)
 
 

@@ -41,12 +41,18 @@ def interpreter_on() -> bool:
 def triton_schedule(x: torch.Tensor, schedule: str, config: SamplerConfig = DEFAULT) -> str | None:
     """The Triton schedule that computes processed logits ``x`` ("split" or "one-program"), or None
     for the torch schedule (config.py's SCHEDULES comment says which runs where)."""
-    if x.dtype != torch.float32 or schedule == "torch":
+    return schedule_for(x.dtype, x.device, tuple(x.shape), schedule, config)
+
+
+def schedule_for(dtype: torch.dtype, device, shape: tuple, schedule: str, config: SamplerConfig = DEFAULT) -> str | None:
+    """:func:`triton_schedule` from metadata alone (the compute ``dtype``, the device and the
+    (batch, vocab) shape of the processed logits): what a plan decides before any logit exists."""
+    if dtype != torch.float32 or schedule == "torch":
         return None
-    if x.is_cuda:
+    if torch.device(device).type == "cuda":
         return "split" if schedule == "auto" else schedule
-    if (schedule != "auto" and interpreter_on() and x.shape[0] <= config.interpreter_max_rows
-            and x.shape[1] <= config.interpreter_max_vocab):
+    if (schedule != "auto" and interpreter_on() and shape[0] <= config.interpreter_max_rows
+            and shape[1] <= config.interpreter_max_vocab):
         return schedule
     return None
 

@@ -48,38 +48,60 @@ def _plain_scalar_rows(logits, params):
     return dtype, rows, None, None
 
 
-def prepare(logits, params, prompt_tokens, output_tokens):
-    """Validate (shared checks of the reference) and apply penalties and bias, batched. Returns
-    (x, rows): x in the compute dtype, rows the resolved per-row parameters."""
+def validate(logits, params, prompt_tokens, output_tokens):
+    """The reference's validation (its checks, so every error and message is the reference's),
+    with the plain-scalar fast path: returns (dtype, rows, prompt, output) as
+    :func:`reference.sampling.check_sampling_inputs` does. Reads no logit value."""
     plain = None
     if prompt_tokens is None and output_tokens is None:
         check_logits(logits)
         plain = _plain_scalar_rows(logits, params)
-    dtype, rows, prompt, output = plain or check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
-    batch, vocab = logits.shape
-    x = logits.detach()
-    x = x if x.dtype == dtype else x.to(dtype)
+    return plain or check_sampling_inputs(logits, params, prompt_tokens, output_tokens)
+
+
+def penalty_tensors(rows: Rows, prompt, output, batch: int, vocab: int, dtype, device):
+    """Step 1's device tensors (seen, counts, present), each (batch, vocab), from the validated
+    token lists; None when no penalty changes anything (no seen token, or every penalty at its
+    neutral value): the host decides from the parameters alone."""
     h = rows.host
     seen_tokens = prompt is not None or output is not None       # checked first: the common case
     penalised = seen_tokens and (any(v != 1 for v in h["repetition_penalty"]) or any(   # skips the
         v != 0 for v in h["presence_penalty"] + h["frequency_penalty"]))              # per-row scan
-    if penalised:
-        seen = torch.zeros(batch, vocab + 1, dtype=torch.bool, device=x.device)
-        counts = torch.zeros(batch, vocab + 1, dtype=dtype, device=x.device)
-        if prompt is not None:
-            seen.scatter_(1, _padded(prompt, vocab, x.device), True)
-        if output is not None:
-            ids = _padded(output, vocab, x.device)
-            counts.scatter_add_(1, ids, torch.ones(ids.shape, dtype=dtype, device=x.device))
-        counts = counts[:, :vocab]
-        present = counts > 0
-        seen = seen[:, :vocab] | present
+    if not penalised:
+        return None
+    seen = torch.zeros(batch, vocab + 1, dtype=torch.bool, device=device)
+    counts = torch.zeros(batch, vocab + 1, dtype=dtype, device=device)
+    if prompt is not None:
+        seen.scatter_(1, _padded(prompt, vocab, device), True)
+    if output is not None:
+        ids = _padded(output, vocab, device)
+        counts.scatter_add_(1, ids, torch.ones(ids.shape, dtype=dtype, device=device))
+    counts = counts[:, :vocab]
+    present = counts > 0
+    return seen[:, :vocab] | present, counts, present
+
+
+def apply_steps_1_2(x: torch.Tensor, rows: Rows, penalty) -> torch.Tensor:
+    """Penalties (``penalty``: :func:`penalty_tensors`' result or None) and logit bias on x in
+    the compute dtype, batched, device ops only (a plan's run calls it too)."""
+    if penalty is not None:
+        seen, counts, present = penalty
         repetition = rows.repetition_penalty[:, None]
         x = torch.where(seen, torch.where(x > 0, x / repetition, x * repetition), x)
-        x = x - rows.frequency_penalty[:, None] * counts - rows.presence_penalty[:, None] * present.to(dtype)
+        x = x - rows.frequency_penalty[:, None] * counts - rows.presence_penalty[:, None] * present.to(x.dtype)
     if rows.logit_bias is not None:
         x = x + rows.logit_bias
-    return x, rows
+    return x
+
+
+def prepare(logits, params, prompt_tokens, output_tokens):
+    """Validate (shared checks of the reference) and apply penalties and bias, batched. Returns
+    (x, rows): x in the compute dtype, rows the resolved per-row parameters."""
+    dtype, rows, prompt, output = validate(logits, params, prompt_tokens, output_tokens)
+    batch, vocab = logits.shape
+    x = logits.detach()
+    x = x if x.dtype == dtype else x.to(dtype)
+    return apply_steps_1_2(x, rows, penalty_tensors(rows, prompt, output, batch, vocab, dtype, x.device)), rows
 
 
 def _padded(lists, vocab, device):

@@ -123,14 +123,18 @@ def _search_top_p(base, vocab, m, t, hi, frac, GATHER_CAP: tl.constexpr, BLOCK: 
 
 @triton.jit
 def sort_free_kernel(x_ptr, stride, vocab, temperature_ptr, top_k_ptr, top_p_ptr, min_p_ptr, uniform_ptr,
-                     token_ptr, status_ptr, row_max_ptr, threshold_ptr, gathered_z_ptr, gathered_id_ptr,
+                     token_ptr, status_ptr, row_max_ptr, threshold_ptr, gathered_z_ptr, gathered_id_ptr, active_ptr,
                      HAS_UNIFORMS: tl.constexpr, BLOCK: tl.constexpr, PIVOTS: tl.constexpr,
-                     GATHER_CAP: tl.constexpr):
+                     GATHER_CAP: tl.constexpr, ONLY_ACTIVE: tl.constexpr):
     """One program per row: the row's max and bad-row status, its threshold key and (with
-    uniforms) its token (key_search.py's module doc)."""
+    uniforms) its token (key_search.py's module doc). ONLY_ACTIVE: a row whose ``active_ptr``
+    entry is 0 reads nothing and writes nothing (the split schedule's redo without a sync)."""
     row = tl.program_id(0)
     base = x_ptr + row.to(tl.int64) * stride
     offs = tl.arange(0, BLOCK)
+    write = True
+    if ONLY_ACTIVE:                                     # an inactive row loads nothing: status 3, skipped
+        write = tl.load(active_ptr + row) != 0
 
     # pass 1: max, smallest finite value, NaN / +inf flags, count of finite logits
     mx = tl.full([BLOCK], float("-inf"), dtype=tl.float32)
@@ -140,7 +144,7 @@ def sort_free_kernel(x_ptr, stride, vocab, temperature_ptr, top_k_ptr, top_p_ptr
     fin_acc = tl.zeros([BLOCK], dtype=tl.int32)
     for s in range(0, vocab, BLOCK):
         idx = s + offs
-        inb = idx < vocab
+        inb = (idx < vocab) & write
         x = tl.load(base + idx, mask=inb, other=float("-inf"))
         nan_acc, inf_acc, fin_acc, mnf, xv = bad_flags(x, nan_acc, inf_acc, fin_acc, mnf)
         mx = tl.maximum(mx, xv)
@@ -149,8 +153,9 @@ def sort_free_kernel(x_ptr, stride, vocab, temperature_ptr, top_k_ptr, top_p_ptr
     nfin = tl.sum(fin_acc, axis=0)
     status = tl.where(tl.max(nan_acc, axis=0) > 0, 1,
                       tl.where(tl.max(inf_acc, axis=0) > 0, 2, tl.where(nfin == 0, 3, 0)))
-    tl.store(status_ptr + row, status)
-    tl.store(row_max_ptr + row, m)
+    if write:
+        tl.store(status_ptr + row, status)
+        tl.store(row_max_ptr + row, m)
 
     temperature = tl.load(temperature_ptr + row)
     k = tl.load(top_k_ptr + row)
@@ -261,9 +266,10 @@ def sort_free_kernel(x_ptr, stride, vocab, temperature_ptr, top_k_ptr, top_p_ptr
                         run = tl.max(c, axis=0)
                         s2 += BLOCK
                     tok = tl.where(found >= 0, found, last).to(tl.int64)
-    tl.store(threshold_ptr + row, thr)
-    if HAS_UNIFORMS:
-        tl.store(token_ptr + row, tok)
+    if write:
+        tl.store(threshold_ptr + row, thr)
+        if HAS_UNIFORMS:
+            tl.store(token_ptr + row, tok)
 
 
 def sort_free(x, temperature, top_k, top_p, min_p, u=None, *,
@@ -284,13 +290,30 @@ def sort_free(x, temperature, top_k, top_p, min_p, u=None, *,
     tok = torch.empty(b, dtype=torch.int64, device=dev) if u is not None else status
     if b == 0:
         return SortFreeResult(tok if u is not None else None, status, m, thr)
-    block = min(config.block, max(16, triton.next_power_of_2(vocab)))
-    cap = config.gather_cap
-    gathered_z = torch.empty(b, cap, dtype=torch.float32, device=dev)
-    gathered_id = torch.empty(b, cap, dtype=torch.int32, device=dev)
-    sort_free_kernel[(b,)](x, x.stride(0), vocab, temperature.contiguous(), top_k.contiguous(),
-                           top_p.contiguous(), min_p.contiguous(),
-                           (u if u is not None else m).contiguous(), tok, status, m, thr, gathered_z, gathered_id,
-                           HAS_UNIFORMS=u is not None, BLOCK=block, PIVOTS=config.pivots, GATHER_CAP=cap,
-                           num_warps=config.num_warps)
+    gathered = gather_buffers(b, config, dev)
+    launch_rows(x, (temperature.contiguous(), top_k.contiguous(), top_p.contiguous(), min_p.contiguous()),
+                u if u is None else u.contiguous(), (tok, status, m, thr), gathered, None, config)
     return SortFreeResult(tok if u is not None else None, status, m, thr)
+
+
+def gather_buffers(b: int, config: OneProgramConfig, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel's per-row gather scratch: (b, gather_cap) float32 z and int32 ids."""
+    return (torch.empty(b, config.gather_cap, dtype=torch.float32, device=device),
+            torch.empty(b, config.gather_cap, dtype=torch.int32, device=device))
+
+
+def launch_rows(x, params, u, outputs, gathered, active, config: OneProgramConfig) -> None:
+    """Launch :func:`sort_free_kernel` over every row of x (contiguous rows, batch >= 1), no sync:
+    ``params`` the four contiguous per-row tensors (temperature, top_k, top_p, min_p), ``u``
+    float64 (batch,) or None, ``outputs`` (tokens int64, status int32, row max float32,
+    threshold int32), each (batch,) (tokens may be status's tensor when u is None),
+    ``gathered`` from :func:`gather_buffers`, ``active`` None (every row) or an int32 (batch,)
+    tensor: only rows whose entry is nonzero are computed and written."""
+    tok, status, m, thr = outputs
+    b, vocab = x.shape
+    block = min(config.block, max(16, triton.next_power_of_2(vocab)))
+    sort_free_kernel[(b,)](x, x.stride(0), vocab, *params, u if u is not None else m, tok, status, m, thr,
+                           *gathered, active if active is not None else status,
+                           HAS_UNIFORMS=u is not None, BLOCK=block, PIVOTS=config.pivots,
+                           GATHER_CAP=config.gather_cap, ONLY_ACTIVE=active is not None,
+                           num_warps=config.num_warps)

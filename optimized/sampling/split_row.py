@@ -37,6 +37,8 @@ their compiled form (launch_cache.py), and on CUDA the whole schedule replays as
 :class:`optimized.sampling.config.SplitConfig`, passed in."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -526,30 +528,50 @@ def _carve(dtype, device, *shapes):
     return [part[:torch.Size(sh).numel()].view(sh) for part, sh in zip(flat.split(sizes), shapes)]
 
 
-def _launch_schedule(x, temperature, top_k, top_p, min_p, u, config: SplitConfig):
-    """Allocate the outputs and scratch and launch the whole schedule (no sync). Returns
-    (tokens, int32 state (mode, ..., threshold, status), float32 state (row max, ...))."""
-    b, vocab = x.shape
-    dev = x.device
+class Workspace(NamedTuple):
+    """The schedule's geometry and scratch for one (batch, vocab, device, config): the row state
+    and every per-chunk and gather buffer, carved from one int32 and one float32 allocation
+    (contents undefined; each launch of the schedule overwrites what it reads)."""
+    block: int
+    chunk_len: int
+    n_chunks: int
+    chunks_pow2: int
+    scan_block: int
+    ints: tuple        # state_int, scan_int, pivot_count, bound_count, gather_offset, gathered_id, chunk_last
+    floats: tuple      # state_float, scan_float, pivot_mass, bound_mass, gathered_z, chunk_mass
+
+
+def workspace(b: int, vocab: int, device, config: SplitConfig) -> Workspace:
+    """Allocate the schedule's scratch (each allocation and launch costs host time that the
+    ~0.5 ms call cannot hide; a plan allocates it once for all its runs)."""
     block = min(config.block, max(16, triton.next_power_of_2(vocab)))
     chunk_len = triton.cdiv(triton.cdiv(vocab, max(1, config.programs_per_row)), block) * block
     n_chunks = triton.cdiv(vocab, chunk_len)
-    chunks_pow2 = max(2, triton.next_power_of_2(n_chunks))
+    pivots, cap = config.pivots, config.gather_cap
+    ints = _carve(torch.int32, device, (b, INT_STATE_WIDTH.value), (b, n_chunks, 4), (b, n_chunks, pivots),
+                  (b, n_chunks, 2), (b, n_chunks), (b, cap), (b, n_chunks))
+    floats = _carve(torch.float32, device, (b, FLOAT_STATE_WIDTH.value), (b, n_chunks, 2), (b, n_chunks, pivots),
+                    (b, n_chunks, 2), (b, cap), (b, n_chunks))
+    return Workspace(block, chunk_len, n_chunks, max(2, triton.next_power_of_2(n_chunks)),
+                     min(config.scan_block, max(16, triton.next_power_of_2(vocab))), tuple(ints), tuple(floats))
+
+
+def _launch_schedule(x, temperature, top_k, top_p, min_p, u, config: SplitConfig, ws: Workspace | None = None):
+    """Launch the whole schedule (no sync) on the scratch of ``ws`` (None: a fresh
+    :func:`workspace`); only the tokens are allocated. Returns (tokens, int32 state (mode, ...,
+    threshold, status), float32 state (row max, ...))."""
+    b, vocab = x.shape
+    dev = x.device
+    ws = workspace(b, vocab, dev, config) if ws is None else ws
+    block, chunk_len, n_chunks, chunks_pow2, scan_block = ws[:5]
     pivots, cap, warps = config.pivots, config.gather_cap, config.num_warps
     cache = config.cache_launches
     tok = torch.empty(b, dtype=torch.int64, device=dev)
-    # the state and scratch, carved from one int32 and one float32 allocation (each allocation and
-    # launch costs host time that the ~0.5 ms call cannot hide)
-    state_int, scan_int, pivot_count, bound_count, gather_offset, gathered_id, chunk_last = _carve(
-        torch.int32, dev, (b, INT_STATE_WIDTH.value), (b, n_chunks, 4), (b, n_chunks, pivots), (b, n_chunks, 2),
-        (b, n_chunks), (b, cap), (b, n_chunks))
-    state_float, scan_float, pivot_mass, bound_mass, gathered_z, chunk_mass = _carve(
-        torch.float32, dev, (b, FLOAT_STATE_WIDTH.value), (b, n_chunks, 2), (b, n_chunks, pivots), (b, n_chunks, 2),
-        (b, cap), (b, n_chunks))
+    state_int, scan_int, pivot_count, bound_count, gather_offset, gathered_id, chunk_last = ws.ints
+    state_float, scan_float, pivot_mass, bound_mass, gathered_z, chunk_mass = ws.floats
     uniforms = u if u is not None else state_float          # a placeholder pointer without uniforms
     rows, chunks = (b,), (n_chunks, b)
     common = (x, x.stride(0), vocab, chunk_len)
-    scan_block = min(config.scan_block, max(16, triton.next_power_of_2(vocab)))
     launch(scan_kernel, chunks, (*common, scan_float, scan_int, n_chunks), dict(BLOCK=scan_block),
            config.scan_warps, cache=cache)
     launch(init_kernel, rows, (scan_float, scan_int, state_int, state_float, tok, temperature, top_k, top_p, vocab,
@@ -608,3 +630,16 @@ def sort_free(x, temperature, top_k, top_p, min_p, u=None, *, config: SplitConfi
         if u is not None:
             tok[redo] = again.tokens
     return SortFreeResult(tok if u is not None else None, status, m, thr, int(redo.numel()))
+
+
+def run_tokens(x, params, u, config: SplitConfig, ws: Workspace, redo) -> torch.Tensor:
+    """The schedule for a plan's run (optimized/sampling/plan.py): tokens only, on the plan's
+    workspace, with NO sync. Rows still searching after the search passes are redone by the
+    one-program kernel launched over every row with only those rows active (``redo``: the plan's
+    (active bool (b,), status, row max, threshold scratch (b,), gather buffers, OneProgramConfig)),
+    so nothing is asked of the host; a finished row's program reads and writes nothing."""
+    tok, state_int, _ = _launch_schedule(x, *params, u, config, ws)
+    active, status, m, thr, gathered, redo_config = redo
+    torch.eq(state_int[:, STATUS.value], UNFINISHED.value, out=active)
+    one_program.launch_rows(x, params, u, (tok, status, m, thr), gathered, active, redo_config)
+    return tok

@@ -39,6 +39,17 @@ def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(ia, ib)
 
 
+def _reference_level(oracle: torch.Tensor, *candidates: torch.Tensor) -> torch.Tensor:
+    """Of several reference computations of the same logits (the reference's batched call, the
+    request alone through the model), the one farthest from the float64 oracle: the tolerance
+    rule's "reference error". A batched and an alone float32 computation sum in different orders,
+    and on a few dozen logits either may be the lucky one (CI once saw the reference's own batched
+    logits at 4.5x its alone error, so the alone error alone made the reference fail its own spec)."""
+    errors = [float((c.double() - oracle).abs().nan_to_num(nan=float("inf")).max()) if c.numel() else 0.0
+              for c in candidates]
+    return candidates[max(range(len(candidates)), key=errors.__getitem__)]
+
+
 def _oracle_logits(shape, full: torch.Tensor) -> torch.Tensor:
     """The float64 model's logits on ``full`` (1-d), uncached: (len, vocab)."""
     with torch.no_grad():
@@ -53,23 +64,24 @@ SHAPE = ModelShape(vocab_size=40, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, h
     "mutant:rope_positions_restart mutant:attention_across_requests")
 @example(case=(ModelShape(dtype="bfloat16", seed=1), ((0, 5, 1), (2, 1, 2)))).via("mutant:attention_across_requests")
 @given(case=ragged_cases(dtypes=("float32", "bfloat16")))
-def test_forward_batch_matches_alone(impl, case):
+def test_forward_batch_matches_alone(impl, reference, case):
     """Two rounds of forward_batch over a ragged batch (cached prefixes 0..6, 1..6 new tokens, then
     one more each): every request's logits are those of the float64 model on its tokens within the
     tolerance rule (the request alone in the same dtype is the reference), and each cache grew by
     exactly the request's new tokens."""
     shape, rows = case
     got = impl.call_in_process(under_mode.ragged, shape, rows, False)
+    want = reference.call_in_process(under_mode.ragged, shape, rows, False)
     for i, (prefix, new, _) in enumerate(rows):
         assert got["lens1"][i] == prefix + new and got["lens2"][i] == prefix + new + 1, (
             f"request {i}: cache seq_len {got['lens1'][i]}, {got['lens2'][i]} after the two rounds, "
             f"expected {prefix + new}, {prefix + new + 1}")
         oracle = _oracle_logits(shape, got["tokens"][i])
         inputs = dict(case=case, request=i)
-        assert_close_to_oracle(got["got1"][i], got["alone1"][i], oracle[prefix:prefix + new],
-                               name=f"forward_batch round 1, request {i}", inputs=inputs)
-        assert_close_to_oracle(got["got2"][i], got["alone2"][i], oracle[prefix + new:],
-                               name=f"forward_batch round 2, request {i}", inputs=inputs)
+        for r, o in (("1", oracle[prefix:prefix + new]), ("2", oracle[prefix + new:])):
+            ref = _reference_level(o, want["got" + r][i], got["alone" + r][i])
+            assert_close_to_oracle(got["got" + r][i], ref, o, name=f"forward_batch round {r}, request {i}",
+                                   inputs=inputs)
 
 
 @example(case=(SHAPE, ((3, 1, 7), (0, 4, 8), (5, 2, 9)))).via(
@@ -88,21 +100,24 @@ def test_forward_batch_bitwise_under_invariant_mode(impl, case):
                 f"{float((got['got' + r][i].double() - got['alone' + r][i].double()).abs().max()):.3e}\n  case: {case!r}")
 
 
+@example(case=(ModelShape(vocab_size=24, dim=16, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=32, max_seq_len=24,
+                          dtype="float32", seed=2_147_483_649), ((5, 1, 128), (6, 4, 109544)))).via(
+    "boundary: a CI regression, the reference's own batched logits 4.5x farther from float64 than its alone logits")
 @given(case=ragged_cases())
 @settings(max_examples=_scaled(8))
-def test_forward_batch_takes_any_cache_object(impl, case):
+def test_forward_batch_takes_any_cache_object(impl, reference, case):
     """forward_batch works with any cache of KVCache's interface (append + seq_len), not only a
     KVCache: its logits equal those it gives with KVCaches within the tolerance rule."""
     shape, rows = case
     got = impl.call_in_process(under_mode.ragged_list_cache, shape, rows)
-    ref = impl.call_in_process(under_mode.ragged, shape, rows, False)
+    want = reference.call_in_process(under_mode.ragged, shape, rows, False)
     for i, (prefix, new, _) in enumerate(rows):
         assert got["lens"][i] == prefix + new + 1
-        oracle = _oracle_logits(shape, ref["tokens"][i])
-        assert_close_to_oracle(got["got1"][i], ref["alone1"][i], oracle[prefix:prefix + new],
-                               name=f"forward_batch with a list cache, request {i}", inputs=dict(case=case))
-        assert_close_to_oracle(got["got2"][i], ref["alone2"][i], oracle[prefix + new:],
-                               name=f"forward_batch with a list cache, round 2, request {i}", inputs=dict(case=case))
+        oracle = _oracle_logits(shape, want["tokens"][i])
+        for r, o in (("1", oracle[prefix:prefix + new]), ("2", oracle[prefix + new:])):
+            ref = _reference_level(o, want["got" + r][i], want["alone" + r][i])
+            assert_close_to_oracle(got["got" + r][i], ref, o, name=f"forward_batch with a list cache, round {r}, "
+                                   f"request {i}", inputs=dict(case=case))
 
 
 def test_forward_batch_of_nothing_is_empty(impl):
@@ -111,8 +126,10 @@ def test_forward_batch_of_nothing_is_empty(impl):
 
 
 # --- runs: tolerance rule -------------------------------------------------------------------------
-def _check_run_tokens(case, got, what):
-    """The tolerance rule and the near-tie rule for every (greedy) request of a run."""
+def _check_run_tokens(case, got, what, want=None):
+    """The tolerance rule and the near-tie rule for every (greedy) request of a run. The reference
+    level is the model's one-shot prefill of the request's tokens, or the reference's own run
+    (``want``: its tokens and logits) where that run chose the same tokens, whichever is worse."""
     m = under_mode.model(case.model)
     for i, (prompt, n, *_rest) in enumerate(case.requests):
         toks = got["tokens"][i]
@@ -121,6 +138,8 @@ def _check_run_tokens(case, got, what):
         oracle = _oracle_logits(case.model, full)[len(prompt) - 1:]
         with torch.no_grad():
             ref = m(full[None])[0][len(prompt) - 1:]
+        if want is not None and list(want["tokens"][i]) == list(toks):
+            ref = _reference_level(oracle, ref, want["logits"][i])
         inputs = dict(case=case, request=i, tokens=toks)
         assert_close_to_oracle(got["logits"][i], ref, oracle, name=f"{what} logits, request {i}", inputs=inputs)
         bound = 2.0 * float((ref.double() - oracle).abs().max()) + rounding_floor(oracle, ref.dtype)
@@ -148,14 +167,15 @@ RAGGED_RUN = BatchCase(SHAPE, (((1, 2, 3), 4, 0, 0.0, 0), ((5,), 2, 1, 0.0, 0), 
 @example(case=RAGGED_RUN).via("mutant:rope_positions_restart mutant:attention_across_requests")
 @given(case=batch_cases(dtypes=("float32", "bfloat16")))
 @settings(max_examples=_scaled(15))
-def test_continuous_batching_matches_alone(impl, case):
+def test_continuous_batching_matches_alone(impl, reference, case):
     """run_continuous: every request's logits are the float64 model's on its prompt and its own
     tokens (tolerance rule), its greedy tokens are argmaxes and equal its tokens run alone except at
     a genuine near-tie; run_alone's too."""
     got = impl.call_in_process(under_mode.runs, case, "continuous", False)
-    _check_run_tokens(case, got, "run_continuous")
+    want = reference.call_in_process(under_mode.runs, case, "continuous", False)
+    _check_run_tokens(case, got, "run_continuous", want)
     alone = dict(tokens=got["alone_tokens"], logits=got["alone_logits"], alone_tokens=got["alone_tokens"])
-    _check_run_tokens(case, alone, "run_alone")
+    _check_run_tokens(case, alone, "run_alone", dict(tokens=want["alone_tokens"], logits=want["alone_logits"]))
 
 
 STATIC_RUN = BatchCase(SHAPE, (((1, 2, 3), 4, 0, 0.0, 0), ((5,), 2, 0, 0.0, 0), ((7, 8, 9, 10, 11), 1, 0, 0.0, 0)), 3)
@@ -164,11 +184,11 @@ STATIC_RUN = BatchCase(SHAPE, (((1, 2, 3), 4, 0, 0.0, 0), ((5,), 2, 0, 0.0, 0), 
 @example(case=STATIC_RUN).via("mutant:padding_attended")
 @given(case=batch_cases(dtypes=("float32", "bfloat16")))
 @settings(max_examples=_scaled(15))
-def test_static_batching_matches_alone(impl, case):
+def test_static_batching_matches_alone(impl, reference, case):
     """run_static (left-padded prompts, finished requests holding their slots): every request's
     logits and greedy tokens follow the same rules; padding never leaks into a real token."""
     got = impl.call_in_process(under_mode.runs, case, "static", False)
-    _check_run_tokens(case, got, "run_static")
+    _check_run_tokens(case, got, "run_static", reference.call_in_process(under_mode.runs, case, "static", False))
 
 
 # --- runs: bit for bit under the batch-invariant mode ---------------------------------------------

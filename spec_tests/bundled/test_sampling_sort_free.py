@@ -192,23 +192,27 @@ def test_gathered_and_row_paths_agree(cap):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("only_active", [False, True], ids=["all rows", "only active (a plan's redo)"])
 @pytest.mark.parametrize("vocab_one", [False, True], ids=["V", "V=1"])
-def test_kernel_compiles_for_sm90(vocab_one):
+def test_kernel_compiles_for_sm90(vocab_one, only_active):
     """The kernel compiles for an H100/H200 (sm_90) without a GPU: catches what the interpreter
     accepts and the compiler does not (globals, loop-carried types). Triton specialises an int
     argument equal to 1 into a constant, so a vocabulary of 1 (vocab = stride = 1) is its own
-    compilation (it failed on the H200 once: ``V.to`` on a Python int)."""
+    compilation (it failed on the H200 once: ``V.to`` on a Python int). ONLY_ACTIVE (the redo of a
+    SamplerPlan's run: rows flagged in a bool tensor) is its own compilation too."""
     ints = "'stride':'constexpr','vocab':'constexpr'" if vocab_one else "'stride':'i32','vocab':'i32'"
     extra = ",'stride':1,'vocab':1" if vocab_one else ""
     code = ("from triton.backends.compiler import GPUTarget; from triton.compiler import ASTSource; import triton;"
             "import optimized.sampling.one_program as m; from optimized.sampling.config import OneProgramConfig;"
             "sig={'x_ptr':'*fp32'," + ints + ",'temperature_ptr':'*fp32','top_k_ptr':'*i64','top_p_ptr':'*fp32',"
             "'min_p_ptr':'*fp32','uniform_ptr':'*fp64','token_ptr':'*i64','status_ptr':'*i32','row_max_ptr':'*fp32',"
-            "'threshold_ptr':'*i32','gathered_z_ptr':'*fp32','gathered_id_ptr':'*i32','HAS_UNIFORMS':'constexpr',"
-            "'BLOCK':'constexpr','PIVOTS':'constexpr','GATHER_CAP':'constexpr'};"
+            "'threshold_ptr':'*i32','gathered_z_ptr':'*fp32','gathered_id_ptr':'*i32','active_ptr':'*i1',"
+            "'HAS_UNIFORMS':'constexpr','BLOCK':'constexpr','PIVOTS':'constexpr','GATHER_CAP':'constexpr',"
+            "'ONLY_ACTIVE':'constexpr'};"
             "c=OneProgramConfig();"
             "triton.compile(ASTSource(fn=m.sort_free_kernel, signature=sig, constexprs={'HAS_UNIFORMS': True,"
-            "'BLOCK': c.block, 'PIVOTS': c.pivots, 'GATHER_CAP': c.gather_cap" + extra + "}),"
+            "'BLOCK': c.block, 'PIVOTS': c.pivots, 'GATHER_CAP': c.gather_cap, 'ONLY_ACTIVE': "
+            + str(only_active) + extra + "}),"
             "target=GPUTarget('cuda', 90, 32), options=dict(num_warps=c.num_warps))")
     assert_compiles_for_sm90(code)
 

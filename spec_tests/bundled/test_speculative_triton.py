@@ -274,7 +274,8 @@ def test_ordinary_rows_are_certified(tri):
 
 @pytest.mark.heavy
 def test_kernel_compiles_for_sm90():
-    """The kernel compiles for an H100/H200 (sm_90) without a GPU, which catches what the
+    """The kernels (the draw, and the exact redraw of flagged rows) compile for an H100/H200 (sm_90)
+    without a GPU, which catches what the
     interpreter accepts and the compiler does not (loop-carried and if-redefined types, methods on
     constexprs): float32 and bfloat16 with a vocabulary of 1024+, and float16/float64 with V = 1,
     G = 1 and unit strides (Triton specialises an int argument equal to 1 into a constant)."""
@@ -295,5 +296,10 @@ for dtype, one, has_q in [('fp32', 0, 1), ('bf16', 0, 0), ('fp16', 1, 1), ('fp64
         const.update(V=1, G=1, sp_v=1, sq_v=1)
     triton.compile(ASTSource(fn=m._draw_kernel, signature=sig, constexprs=const),
                    target=GPUTarget('cuda', 90, 32), options=dict(num_warps=m.NUM_WARPS))
+    # the exact redraw of flagged rows (VerifyPlan.run: no sync), same argument types
+    sig = {k: v for k, v in sig.items() if k not in ('greedy_ptr', 'BLOCK')}
+    const.pop('BLOCK')
+    triton.compile(ASTSource(fn=m._exact_kernel, signature=sig, constexprs=const),
+                   target=GPUTarget('cuda', 90, 32), options=dict(num_warps=1))
 """
     assert_compiles_for_sm90(code)

@@ -32,3 +32,30 @@ def test_gpu_configurations_compute_the_product(m, n, k, group):
     y = wq.w4a16_matmul_with(x, packed, scales, zeros, config=cfg)
     assert_close_to_oracle(y, low_precision_reference(x, packed, scales, zeros), matmul_oracle(x, packed, scales, zeros),
                            name="y", inputs=dict(config=cfg))
+
+
+def test_kernels_compile_for_sm90():
+    """The W4A16 kernel compiles for an H100/H200 (sm_90) without a GPU, both paths (the GEMV
+    path and the tensor-core path with its interleave of the unpacked nibbles), with and without
+    split-K, bf16 and fp16, and the split reduction: the interpreter accepts code the compiler
+    rejects (layouts of tl.interleave + tl.trans feeding tl.dot, loop-carried types)."""
+    from spec_tests.bundled._sm90 import assert_compiles_for_sm90
+    code = """
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+import optimized._weight_quant_triton as m
+ints = ['M', 'N', 'K', 'k_per_split', 'sxm', 'sxk', 'sqn', 'sqk', 'ssn', 'ssg', 'szn', 'szg', 'som', 'son']
+for dtype, dot, split, bm, bn, bk in [('bf16', True, False, 16, 64, 128), ('fp16', True, True, 128, 128, 64),
+                                      ('bf16', False, True, 1, 32, 128), ('fp16', False, False, 4, 64, 64)]:
+    sig = {'X': '*' + dtype, 'QW': '*u8', 'S': '*' + dtype, 'Z': '*u8', 'OUT': '*' + dtype, 'PART': '*fp32',
+           **{n: 'i32' for n in ints}, 'GROUP': 'constexpr', 'BLOCK_M': 'constexpr', 'BLOCK_N': 'constexpr',
+           'BLOCK_K': 'constexpr', 'DOT': 'constexpr', 'SPLIT': 'constexpr'}
+    const = dict(GROUP=128, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, DOT=dot, SPLIT=split)
+    triton.compile(ASTSource(fn=m._w4a16_kernel, signature=sig, constexprs=const),
+                   target=GPUTarget('cuda', 90, 32), options=dict(num_warps=4, num_stages=3))
+sig = {'PART': '*fp32', 'OUT': '*bf16', 'total': 'i32', 'split': 'i32', 'BLOCK': 'constexpr'}
+triton.compile(ASTSource(fn=m._reduce_kernel, signature=sig, constexprs=dict(BLOCK=1024)),
+               target=GPUTarget('cuda', 90, 32), options=dict(num_warps=4))
+"""
+    assert_compiles_for_sm90(code)

@@ -30,7 +30,6 @@ TRIAGE = {
                       "through the kernels, which under the interpreter compute the same contract: results within "
                       "the tolerance rule either way, only the speed differs"),
     ("optimized", _FP8_CUDA, "== -> !="): _GPU_ONLY,
-    ("optimized", _FP8_CUDA, "== -> != (#2)"): _GPU_ONLY,
     ("optimized", _CAPABILITY, "9 -> 10"): _GPU_ONLY,
     ("optimized", _CAPABILITY, "9 -> 8"): _GPU_ONLY,
     ("optimized", _DISPATCH, "not x -> x"): _OTHER_PATH,
@@ -46,4 +45,16 @@ TRIAGE = {
         "equivalent", "this branch runs for a rank-3 q, unsqueezed to q_len 1, so out[:, -1] is out[:, 0]"),
     ("optimized", "out, lse = out[:, 0], lse[:, 0]", "0 -> -1 (#2)"): (
         "equivalent", "this branch runs for a rank-3 q, unsqueezed to q_len 1, so lse[:, -1] is lse[:, 0]"),
+    ("optimized", _CAPABILITY, ">= -> >"): _GPU_ONLY,
+    ("optimized", _CAPABILITY, "8 -> 9"): _GPU_ONLY,
+    ("optimized", _CAPABILITY, "8 -> 7"): _GPU_ONLY,
+    ("optimized", _DISPATCH, "0 -> -1"): _OTHER_PATH,
+    ("optimized", _QUANT_SUPPORTS, "kernel_supports(a, b, ...) -> kernel_supports(b, a, ...)"): (
+        "equivalent", "kernel_supports(k_cache, q) reads the codes' dtype (float8/int8, never a kernel dtype) and "
+                      "answers False: the call takes the reference's dequantize-then-attend path, the same "
+                      "contract's results"),
+    **{("optimized", "config = config or quant_decode_config(q.shape[-1], q.device)", change): (
+        "equivalent", "a tile choice: quant_decode_config is paged_attention's decode_config, whose CPU tiles do not "
+                      "depend on head_dim, and None falls back to the same dict; tiles change the launch, not the "
+                      "result") for change in ("or -> and", "1 -> 2", "1 -> 0")},
 }

@@ -234,6 +234,10 @@ BAD = [
     Bad("v_cache int8, k_cache fp8", _with(v_cache=lambda kw: kw["v_cache"].view(torch.int8)), TypeError,
         ("v_cache",)),
     Bad("k_cache rank 3", _with(k_cache=lambda kw: kw["k_cache"][0]), ValueError, ("k_cache",)),
+    # both caches rank 3 with their scales cut alike: only the caches' own rank check names k_cache
+    Bad("both caches rank 3", _with(k_cache=lambda kw: kw["k_cache"][0], v_cache=lambda kw: kw["v_cache"][0],
+                                    k_scale=lambda kw: kw["k_scale"][0], v_scale=lambda kw: kw["v_scale"][0]),
+        ValueError, ("k_cache",)),
     Bad("v_cache shape differs", _with(v_cache=lambda kw: kw["v_cache"][:-1]), ValueError, ("v_cache",)),
     Bad("k_scale float16", _with(k_scale=lambda kw: kw["k_scale"].half()), TypeError, ("k_scale",)),
     Bad("v_scale not a tensor", _with(v_scale=lambda kw: kw["v_scale"].tolist()), TypeError, ("v_scale",)),

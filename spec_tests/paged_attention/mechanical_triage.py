@@ -138,7 +138,7 @@ TRIAGE = {
                                 "moves calls between the kernel and the PyTorch path; under the interpreter the kernel "
                                 "computes any row count (checked: 140 rows, window 9, fp16, equal to the reference within "
                                 "2e-3), so no CPU run tells them apart (a GPU register budget otherwise)"),
-    ("optimized", "if q4.is_cuda and block_m >= 64:  # many speculative rows: more warps for the larger tiles", "64 -> 63"): (
+    ("optimized", 'if device.type == "cuda" and block_m >= 64:  # many speculative rows: more warps for the larger tiles', "64 -> 63"): (
         "equivalent", "block_m = max(16, next_power_of_2(...)) is a power of two >= 16, and none lies in [63, 64): "
                       ">= 63 iff >= 64 (and the branch is CUDA-only)"),
     ("optimized", "return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)", "1 -> 0 (#2)"): (
@@ -151,4 +151,46 @@ TRIAGE = {
                       "a tile and cover at least the true span (n_splits * split_len >= tiles * BLOCK_N); extra splits "
                       "start at or past seq_len (empty loop: lse -inf, weight 0 in the exact merge) and each loop stops "
                       "at seq_len; only the split count differs (rounding within the tolerance rule)"),
+    # ---- the plan/run refactor's survivors (uniform sample of 36 on the 2-core machine)
+    ("optimized", "s_vs = (0, 0, 0) if k_scale is None else v_scale.stride()", "0 -> -1"): (
+        "equivalent", "the scale strides of a float cache: QUANT = 0 never reads them"),
+    ("optimized", "MAX_SPLITS = 256", "256 -> 257"): (
+        "equivalent", "a cap on the split count: a launch shape (the merge weighs every split, BLOCK_S is the next "
+                      "power of two); CPU plans never reach it"),
+    ("optimized", "out, lse = _paged_decode(q.unsqueeze(1) if decode else q, k_cache, v_cache, block_tables, seq_lens,",
+     "1 -> 0"): (
+        "outside the contract", "the line of paged_attention_unchecked (the engine's and the benchmarks' entry, not in "
+                                "__all__): paged_attention and PagedAttentionPlan do not call it"),
+    ("reference", "k = torch.where(read[..., None, None], k_cache[blocks, pos % block_size], 0)   # (batch, L, kv_heads, d)",
+     "0 -> -1"): (
+        "equivalent", "the stand-in of a key no query reads only has to be finite: its score is masked to -inf "
+                      "before the softmax whatever it is (0 or -1)"),
+    ("optimized", "tiles = max(1, -(-span // block_n))", "max(a, b, ...) -> max(b, a, ...)"): (
+        "equivalent", "max of two ints is symmetric"),
+    ("optimized", "return not INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 8", "8 -> 9"): (
+        "outside the contract", "the CUDA branch of kernel_supports: unreachable on a CPU machine (an H100/H200 is "
+                                "capability 9 and takes the kernels either way)"),
+    ("optimized", "q4_shape = (q.shape[0], 1 if q.dim() == 3 else q.shape[1], q.shape[-2], q.shape[-1])", "3 -> 2"): (
+        "equivalent", "a decode plan then sizes its tiles for q_len = q_heads: more padded query rows and a wider "
+                      "window span, a launch shape; the run launches with the real q_len, whose partials fit the "
+                      "larger workspace"),
+    ("optimized", "return dict(BLOCK_N=32, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=8)", "* -> /"): (
+        "outside the contract", "decode_config's CUDA branch (head_dim > 128): unreachable on a CPU machine"),
+    ("optimized", "m_ij = tl.maximum(m_i, tl.max(qk, 1))", "maximum(a, b, ...) -> maximum(b, a, ...)"): (
+        "equivalent", "tl.maximum is symmetric (m_i and the row max are never NaN: masked scores are -inf)"),
+    ("optimized", "span = max((n - first_visible(n, q_len, window) // block_n * block_n for n in lens), default=0)",
+     "// -> /"): (
+        "outside the contract", "split_plan's window branch with exact lengths is reached only by _paged_decode "
+                                "(paged_attention_unchecked, the engine, and kv_quant's kernels, whose spec runs it); "
+                                "a plan sizes its splits for max_seq_len with window=None"),
+    **{("optimized", "splits = max(1, min(programs // max(units, 1), tiles // max(min_tiles, 1), MAX_SPLITS))", c): (
+        "equivalent", "fewer splits (one): a launch shape, the same attention (the merge is exercised by the "
+                      "plans that split, and its own mutants)") for c in ("max -> min (#2)",
+                                                                          "max(a, b, ...) -> max(b, a, ...) (#2)")},
+    ("optimized", "if triton is None or q.dtype not in KERNEL_DTYPES or not 1 <= q.shape[-1] <= 256:", "not in -> in"): (
+        "equivalent", "the dispatch then sends float16/bfloat16 to the reference's plan and float32/float64 to the "
+                      "kernels (which compute them under the interpreter): the same contract's results either way"),
+    ("optimized", "acc = tl.dot((p * v_sc[None, :]).to(v.dtype), v, acc * alpha[:, None])", "* -> /"): (
+        "outside the contract", "the QUANT path of the kernel (a quantised cache): paged_attention never takes it; "
+                                "kv_quant's spec does"),
 }

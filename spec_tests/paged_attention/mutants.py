@@ -73,4 +73,40 @@ MUTANTS = [
           "scale=0 (legal: uniform weights) is treated as 'not given' (`scale or None`), i.e. 1/sqrt(head_dim).",
           "                           causal=True, window=window, scale=scale, return_lse=True)\n",
           "                           causal=True, window=window, scale=scale or None, return_lse=True)\n"),
+    # ---- the plan/run path (PagedAttentionPlan)
+    Patch("plan_splits_for_planned_lengths",
+          "The plan sizes the split-KV stretches for the lengths it was given, not for max_seq_len: "
+          "a later run whose sequences grew (an engine's next decode steps, or a graph replay) "
+          "leaves the keys past the planned stretch unread.",
+          "        lens = [max_seq_len if window is None else min(max_seq_len, q_len + window + block_n - 1)]\n",
+          "        lens = list(lens)\n", module="optimized"),
+    Patch("run_reads_planned_lengths",
+          "run attends over the lengths read at plan time (a copy kept by the plan) instead of "
+          "seq_lens's values at run time: right until the engine writes the next step's lengths "
+          "into the tensor.",
+          "                          scale=scale, window=window, max_seq_len=max_seq_len)\n\n"
+          "    def run(self, q, k_cache, v_cache, block_tables, seq_lens, *, return_lse: bool = False):\n",
+          "                          scale=scale, window=window, max_seq_len=max_seq_len, lens=seq_lens.clone())\n\n"
+          "    def run(self, q, k_cache, v_cache, block_tables, seq_lens, *, return_lse: bool = False):\n"
+          "        seq_lens = self._plan[\"lens\"] if self._plan is not None else seq_lens\n"),
+    Patch("failed_plan_forgets_previous",
+          "plan drops the previous plan before validating the new one: a plan that raises leaves an "
+          "object that can no longer run.",
+          "        lens = check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window, scale)\n"
+          "        max_seq_len = check_max_seq_len(max_seq_len, lens, block_tables, k_cache)\n"
+          "        self._plan = dict(",
+          "        self._plan = None\n"
+          "        lens = check_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, window, scale)\n"
+          "        max_seq_len = check_max_seq_len(max_seq_len, lens, block_tables, k_cache)\n"
+          "        self._plan = dict("),
+    Patch("run_trusts_the_tensors",
+          "run skips the metadata check (it trusts the caller to pass the planned "
+          "tensors): a q of another batch is launched on the planned grid.",
+          "        check_run_metadata(p[\"meta\"], q, k_cache, v_cache, block_tables, seq_lens)\n"
+          "        q4 = q.unsqueeze(1) if p[\"decode\"] else q\n",
+          "        q4 = q.unsqueeze(1) if p[\"decode\"] else q\n", module="optimized"),
+    Patch("max_seq_len_past_the_table",
+          "plan accepts a max_seq_len longer than a table row can hold (the promise a run would break).",
+          "    if max_seq_len > slots:\n",
+          "    if max_seq_len > slots + 1:\n"),
 ]

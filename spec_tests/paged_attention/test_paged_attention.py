@@ -37,15 +37,16 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
 
 
-def _check(impl, case: PagedCase, device, *, rewrite=None, inputs=None):
+def _check(impl, case: PagedCase, device, *, rewrite=None, inputs=None, call=None):
     """impl's (out, lse) == the contiguous oracle within the tolerance rule; the inputs are left
     untouched; a query that sees no key gives exactly 0. ``rewrite(x)`` may return other
     arguments holding the same sequences (a padded table, caches that are views); ``inputs``
-    replaces ``case.build(device)`` (data the builder does not draw, oracle K/V included)."""
+    replaces ``case.build(device)`` (data the builder does not draw, oracle K/V included);
+    ``call`` replaces impl's paged_attention (same signature: the plan/run path)."""
     x = case.build(device) if inputs is None else inputs
     args = x.args if rewrite is None else rewrite(x)
     before = [t.clone() for t in args]
-    out, lse = impl.get("paged_attention")(*args, return_lse=True, **case.kwargs)
+    out, lse = (call or impl.get("paged_attention"))(*args, return_lse=True, **case.kwargs)
     for name, t, b in zip(("q", "k_cache", "v_cache", "block_tables", "seq_lens"), args, before):
         assert _same(t, b), f"paged_attention modified its input {name}"
     ref, ref_lse = contiguous_oracle(x, dtype=x.q.dtype, **case.kwargs)   # same math, same dtype

@@ -215,4 +215,42 @@ MUTANTS = [
           "        if b.dim() == 2:\n"
           "            return b\n"
           "        return torch.cat([b[None], torch.zeros(batch - 1, vocab, dtype=dtype, device=device)])\n"),
+    # ---- the plan/run path (SamplerPlan)
+    Patch("failed_plan_forgets_previous",
+          "plan drops the previous plan before validating the new one: a plan that raises leaves an "
+          "object that can no longer run.",
+          "        dtype, rows, prompt, output = check_sampling_inputs(logits, params, prompt_tokens, output_tokens)\n"
+          "        check_bias_bans_no_row(rows.logit_bias)\n",
+          "        self._plan = None\n"
+          "        dtype, rows, prompt, output = check_sampling_inputs(logits, params, prompt_tokens, output_tokens)\n"
+          "        check_bias_bans_no_row(rows.logit_bias)\n"),
+    Patch("run_reads_planned_logits",
+          "The plan keeps a copy of the logits it was given and run samples that copy instead of the "
+          "values at run time: right until the engine writes the next step's logits into the buffer.",
+          "                          seen=seen, counts=counts)\n\n"
+          "    def run(self, logits, *, uniforms: torch.Tensor | None = None,\n"
+          "            generator: torch.Generator | None = None) -> torch.Tensor:\n",
+          "                          seen=seen, counts=counts, x=logits.detach().clone())\n\n"
+          "    def run(self, logits, *, uniforms: torch.Tensor | None = None,\n"
+          "            generator: torch.Generator | None = None) -> torch.Tensor:\n"
+          "        logits = self._plan[\"x\"] if self._plan is not None else logits\n"),
+    Patch("run_checks_the_batch_only",
+          "run compares only the logits' batch with the plan's, trusting the caller for the vocab: "
+          "logits of another vocabulary run against the planned penalties and bias.",
+          "    check_as_planned(\"logits\", logits, planned, \"batch, vocab\")\n",
+          "    if isinstance(logits, torch.Tensor) and logits.dim() == 2:   # the vocab taken from the logits\n"
+          "        planned = ((planned[0][0], logits.shape[1]), *planned[1:])\n"
+          "    check_as_planned(\"logits\", logits, planned, \"batch, vocab\")\n"),
+    Patch("replan_keeps_stale_penalties",
+          "A re-plan of the same shape without penalties keeps the previous plan's penalty tensors "
+          "(an engine reusing its count buffers): the next batch is penalised for the old batch's tokens.",
+          "        penalty = penalty_tensors(rows, prompt, output, batch, vocab, dtype, device)\n",
+          "        penalty = penalty_tensors(rows, prompt, output, batch, vocab, dtype, device)\n"
+          "        if penalty is None and self._plan is not None and self._plan[\"meta\"][0] == tuple(logits.shape):\n"
+          "            penalty = self._plan[\"penalty\"]\n", file="optimized/sampling/plan.py"),
+    Patch("all_greedy_from_first_row",
+          "The plan decides 'every row is greedy' (run = argmax) from the first row's temperature: a "
+          "batch whose first row is greedy and another samples returns argmax tokens for every row.",
+          "        if batch > 0 and all(t == 0 for t in rows.host[\"temperature\"]):\n",
+          "        if batch > 0 and rows.host[\"temperature\"][0] == 0:\n", file="optimized/sampling/plan.py"),
 ]

@@ -603,7 +603,6 @@ def test_sample_frequencies_chi_square(impl, device, name):
     always passes or always fails). Tiling also tests that rows are independent draws (shared
     randomness collapses the counts). Power: the mutant sample_ignores_temperature of
     spec_tests/sampling/mutants.py (same support, wrong weights) fails it with p-value ~ 0."""
-    from scipy import stats
     case = CHI_CASES[name]
     oracle = sampling_oracle(case)
     assert oracle.ambiguous is None
@@ -611,6 +610,14 @@ def test_sample_frequencies_chi_square(impl, device, name):
     logits, params, kw = _tiled(case, n, device)
     gen = torch.Generator(device=device).manual_seed(20240601)
     tokens = impl.get("sample")(logits, params, gen, **kw).cpu()
+    assert_follows_probs(tokens, case, oracle, n, name)
+
+
+def assert_follows_probs(tokens: torch.Tensor, case: SamplingCase, oracle: SamplingOracle, n: int, name: str):
+    """``tokens``: n tiles of the case's batch drawn with a generator. No draw outside the support
+    (exact), then per row a chi-square test on the support (cells lumped to expect >= 5) at the
+    false-alarm rate ALPHA / rows."""
+    from scipy import stats
     _assert_in_support(tokens, oracle.keep.repeat(n, 1), f"{name}: {n * case.batch} generator draws",
                        batch=case.batch)
     alpha = ALPHA / case.batch

@@ -185,6 +185,10 @@ class Run:
                       f"{cfg.max_num_batched_tokens}")
         if busy and not ids:
             self.fail("the step schedules nothing although requests are unfinished")
+        empty = [rid for rid, n in st.scheduled if n < 1]
+        if empty:
+            self.fail(f"the step schedules {empty} with no token ({st.scheduled}): a request in "
+                      f"num_scheduled_tokens is given at least one")
         if sorted(map(repr, st.finished_before)) != sorted(map(repr, self.finished_last)):
             self.fail(f"output.finished = {st.finished_before}; the previous update finished {self.finished_last}")
         waiting, running, free, _ = self.state()

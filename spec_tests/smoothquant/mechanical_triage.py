@@ -16,4 +16,11 @@ TRIAGE = {
         "equivalent", "first is only the batch every other is compared with: a legal list has one dtype and one in, "
                       "so the result (shape, dtype, values) is the same; an illegal one is rejected either way with "
                       "the same error type naming batches (only which index the message blames may change)"),
+    ("reference", "absmax = torch.maximum(absmax, x.abs().amax(dim=0).to(absmax.dtype))",
+     "maximum(a, b, ...) -> maximum(b, a, ...)"): (
+        "equivalent", "torch.maximum is symmetric, NaN included (either operand's NaN propagates)"),
+    ("reference", "if act_absmax.shape[0] != weight.shape[1]:", "0 -> -1"): (
+        "equivalent", "act_absmax was checked 1-D just before (check_tensor ndim=1): shape[0] is shape[-1]"),
+    ("reference", "if s.shape[0] != weight.shape[1]:", "0 -> -1"): (
+        "equivalent", "s was checked 1-D just before (check_tensor ndim=1): shape[0] is shape[-1]"),
 }

@@ -308,6 +308,7 @@ LIN_BAD = [
     Bad("weight in differs", dict(weight=_W[:, :4]), ValueError, ("weight",)),
     Bad("weight 1-D", dict(weight=_W[0]), ValueError, ("weight",)),
     Bad("x 3-D", dict(x=_X[None]), ValueError, ("x",)),
+    Bad("x not a tensor", dict(x=_X.tolist()), TypeError, ("x",)),
     Bad("x nan", _nan_at("x", (0, 0)), ValueError, ("x",)),
     Bad("per_token int", dict(per_token=0), TypeError, ("per_token",)),
     Bad("per_channel None", dict(per_channel=None), TypeError, ("per_channel",)),

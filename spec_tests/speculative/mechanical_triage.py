@@ -24,8 +24,10 @@ optimized/speculative.py: ``verify`` is the contract; ``verify_with``, ``verify_
 ``VerifyConfig`` and ``DrawTrace`` are public but no contract name, and the Triton draw with its
 redraw of flagged rows runs from ``verify`` only on CUDA (the mechanical run hides the GPU; on the
 CPU only ``verify_with(config=VerifyConfig(draw="triton"))`` under TRITON_INTERPRET=1 reaches it:
-spec_tests/bundled/test_speculative_triton.py, never run against a submission). Entries of that
-kind say "outside the contract".
+spec_tests/bundled/test_speculative_triton.py, never run against a submission; and the optional
+``VerifyPlan``, whose runs take the kernels under the interpreter). Entries of that kind say
+"outside the contract". (The CPU redraw of flagged rows that some entries named is gone: the exact
+kernel ``redraw_flagged`` of optimized/_speculative_triton.py redraws them on the device.)
 """
 
 _CHUNKS = ("_sums_mins chunks the batch rows only; each position's total and minimum are reductions over "
@@ -33,9 +35,6 @@ _CHUNKS = ("_sums_mins chunks the batch rows only; each position's total and min
            "order of its float32 (float64) additions (a chunk with one position is summed by a reduction split "
            "across threads, a longer one row by row), which the contract leaves open: 'the sum is taken in "
            "float32 or wider', so a total within rounding of 1 +- tol may be judged either way")
-_REDRAW = ("the redraw of the Triton kernel's flagged rows (_draw_triton) runs only when _use_triton: on CUDA "
-           "from verify, on the CPU only through verify_with/verify_traced with draw='triton' under "
-           "TRITON_INTERPRET=1 (spec_tests/bundled/test_speculative_triton.py)")
 
 TRIAGE = {
     ("reference",
@@ -94,10 +93,6 @@ TRIAGE = {
     ("optimized", "weights[at] = (weights[at] - 1).clamp(min=0)", "1 -> 2"): (
         "equivalent", "a sampled row is rejected at x only if u >= p(x), so p(x) < 1 and both p(x) - 1 and p(x) - 2 "
                       "clamp to 0; a greedy row's token is the argmax taken before this line"),
-    ("optimized", 'got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(fi.numel()), cpu(k), cpu(k < lens),', "_draw_torch(a, b, ...) -> _draw_torch(b, a, ...)"): ("outside the contract", _REDRAW),
-    ("optimized", 'got = _draw_torch(cpu(p), cpu(q), cpu(x), torch.arange(fi.numel()), cpu(k), cpu(k < lens),', "< -> <="): ("outside the contract", _REDRAW),
-    ("optimized", "cpu = lambda t: None if t is None else t[fi].cpu()  # noqa: E731", "is -> is not"): (
-        "outside the contract", _REDRAW),
     ("optimized", 'trace = DrawTrace("torch", None, 0)', "DrawTrace(a, b, ...) -> DrawTrace(b, a, ...)"): (
         "outside the contract", "the trace is returned by verify_traced only; verify returns the Verified alone"),
     ("optimized", "if not (isinstance(self.block_v, int) and self.block_v >= 1 and self.block_v & (self.block_v - 1) == 0):",

@@ -106,3 +106,48 @@ Patch("generator_drawn_with_uniforms",
           "to 1.005 passes validation.",
           "    tol = SUM_TOLERANCE[dtype]\n", "    tol = 1e-2\n"),
 ]
+
+# ---- the plan/run path (VerifyPlan)
+MUTANTS += [
+    Patch("plan_keeps_the_callers_greedy_tensor",
+          "The plan keeps the caller's greedy tensor instead of reading its values: a run reads the "
+          "flags the engine has since written for its next step.",
+          "        a = check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy)\n"
+          "        self._plan = dict(meta=",
+          "        a = check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy)\n"
+          "        if isinstance(greedy, torch.Tensor):\n"
+          "            a = a._replace(greedy=greedy)\n"
+          "        self._plan = dict(meta="),
+    Patch("failed_plan_forgets_previous",
+          "plan drops the previous plan before validating the new one: a plan that raises leaves an "
+          "object that can no longer run.",
+          "        a = check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy)\n"
+          "        self._plan = dict(meta=",
+          "        self._plan = None\n"
+          "        a = check_plan_inputs(target_probs, draft_probs, draft_tokens, draft_lens, greedy)\n"
+          "        self._plan = dict(meta="),
+    Patch("run_trusts_the_tensors",
+          "The optimized run skips the metadata check (it trusts the caller to pass the planned "
+          "tensors): a batch of another shape is verified with the planned lengths, or fails deep "
+          "inside with an error that names no argument.",
+          "        check_run_arguments(pl.meta, target_probs, draft_probs, draft_tokens, uniforms, generator)\n",
+          "", module="optimized"),
+    Patch("run_skips_the_flagged_redraw",
+          "The optimized run trusts the Triton draw's token on every row, also on the rows it flags "
+          "as not certified (a target within rounding of a cumulative step, an empty residual).",
+          "        redraw_flagged(p, q, x, k, lens, v, token, flag)\n", "", module="optimized"),
+    Patch("run_uniforms_float32",
+          "The optimized run reads the uniforms through float32 (a GPU sampler's habit): 1 - 2^-53 "
+          "becomes 1, and the acceptance and draw thresholds move.",
+          "        u = (uniforms.to(torch.float64) if uniforms is not None\n"
+          "             else draw(generator, a.batch, a.gamma, target_probs.device))\n"
+          "        return _run(",
+          "        u = (uniforms.to(torch.float32).to(torch.float64) if uniforms is not None\n"
+          "             else draw(generator, a.batch, a.gamma, target_probs.device))\n"
+          "        return _run(", module="optimized"),
+    Patch("any_greedy_row_means_all",
+          "The optimized plan's shortcut for an all-greedy batch is taken as soon as one row is "
+          "greedy: the sampled rows of a mixed batch are verified by argmax.",
+          "        if pl.n_greedy == b:       # every row greedy: the argmax of every position\n",
+          "        if pl.n_greedy:       # every row greedy: the argmax of every position\n", module="optimized"),
+]

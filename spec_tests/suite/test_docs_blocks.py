@@ -198,3 +198,26 @@ def test_a_page_without_the_blocks_gets_them(tmp_path):
     docs.write(tmp_path / "docs")
     assert page.read_text() == (DOCS_DIR / "eviction.md").read_text()
     assert docs.check(tmp_path / "docs") == []
+
+
+# A number or line still to be filled in: a helper's marker (``MECHANICAL_LINE``), a TODO, "TBD".
+PLACEHOLDER = re.compile(r"\b[A-Z]+_(?:PLACEHOLDER|LINE)\b|\bPLACEHOLDER\b|\bTODO\b|\bTBD\b|\bXXX\b")
+
+
+def test_no_docs_page_holds_a_placeholder():
+    """No page of docs/ nor the README states a number still to be filled in."""
+    pages = sorted(DOCS_DIR.glob("*.md")) + [ROOT / "README.md"]
+    found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()[:80]}" for p in pages
+             for i, line in enumerate(p.read_text().splitlines(), 1) if PLACEHOLDER.search(line)]
+    assert not found, "placeholders in the docs:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("cid", list(CONCEPTS))
+def test_every_page_says_what_its_spec_cannot_see(cid):
+    """Issue 22, item 5: each concept page has a "What this spec cannot see" section with content,
+    so that a reader knows the limits of a green verdict."""
+    text = (DOCS_DIR / f"{cid}.md").read_text()
+    m = re.search(r"^(#{2,3}) What th(?:is|e) spec cannot see\n", text, re.M)
+    assert m, f"docs/{cid}.md has no '## What this spec cannot see' section"
+    body = re.split(r"^#{2,3} ", text[m.end():], maxsplit=1, flags=re.M)[0].strip()
+    assert len(body) >= 200, f"docs/{cid}.md: the 'What this spec cannot see' section is nearly empty: {body!r}"

@@ -150,6 +150,18 @@ def test_output_of_the_wrong_kind_is_named_before_any_comparison():
 
 
 # --- template, CLI, report, timeout ----------------------------------------------------------
+def test_contract_names_are_unique_across_concepts():
+    """A submission is one module: `impl.get(name)` looks a name up by its last part, so two
+    concepts may not both own a function of the same name (hit_rate.simulate and a routing
+    `simulate` once broke `inferspec new` for the whole course; only the heavy run saw it)."""
+    owners: dict[str, set[str]] = {}
+    for cid, concept in CONCEPTS.items():
+        for name in concept.names:
+            owners.setdefault(name.rsplit(".", 1)[1], set()).add(name)
+    clashes = {attr: sorted(names) for attr, names in owners.items() if len(names) > 1}
+    assert not clashes, clashes
+
+
 @pytest.mark.heavy
 def test_the_full_template_imports_and_checks_as_not_implemented(tmp_path):
     """`inferspec new` for every concept writes a file that imports, and `inferspec check` on it

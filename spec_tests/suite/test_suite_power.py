@@ -19,16 +19,19 @@ ALL = mutants.all_mutants()
 @pytest.fixture(scope="module")
 def mutant_report(tmp_path_factory, request) -> dict:
     """One derandomized pytest run per group of concepts, the groups in parallel (one per CPU,
-    at most 4), each with every mutant of its concepts as an --impl; the JSON reports merged.
+    at most 4), each with every mutant of its concepts as an --impl; the JSON reports merged. The
+    explicit examples run first, alone, and the mutants they miss then under the whole profile
+    (power.run's ``explicit_first``: the same verdicts, a fraction of the time).
 
-    It costs about 8 minutes of a 2-core machine for the ~200 mutants, so it runs under the `ci`
+    It costs about 10 minutes of an idle 2-core machine for the 612 mutants (docs/suite-power.md),
+    so it runs under the `ci`
     profile (CI gates every landing on it), under `thorough` and with --run-slow; the quick `dev`
     loop skips it (run one concept's mutants by hand: docs/suite-power.md)."""
     from hypothesis import settings
     if settings.get_current_profile_name() == "dev" and not request.config.getoption("run_slow"):
         pytest.skip("the mutant power run: under the ci and thorough profiles and with --run-slow")
     try:
-        return power.run(ALL, profile="mutants", tmp=tmp_path_factory.mktemp("mutants"))
+        return power.run(ALL, profile="mutants", tmp=tmp_path_factory.mktemp("mutants"), explicit_first=True)
     except RuntimeError as exc:
         pytest.fail(str(exc))
 
@@ -59,14 +62,20 @@ def test_mutant_is_caught_by_its_bug(mutant_report, cid, mutant):
 
 @pytest.mark.heavy
 def test_a_control_runs_end_to_end(tmp_path):
-    """One mutant through the real machinery (in every run): it is caught, its failing test is run
+    """Two mutants through the real machinery (in every run), explicit examples first: one is caught
+    by an explicit example, the other only by the generated ones; each one's failing test is run
     for its control, which passes; a failed control, a control that did not run and a harness
     error are each reported."""
     m = next(m for m in mutants.table("kv_bytes"))
-    report = power.run([("kv_bytes", m)], profile="mutants", tmp=tmp_path, jobs=1)
-    assert power.verdict(report, "kv_bytes", m.name)[0], report
-    ok, where = power.control_verdict(report, "kv_bytes", m.name)
-    assert ok and mutants.control_id("kv_bytes", m.name) in where, where
+    late = next(m for m in mutants.table("kv_bytes") if m.name == "append_returns_whole_buffer")
+    report = power.run([("kv_bytes", m), ("kv_bytes", late)], profile="mutants", tmp=tmp_path, jobs=1,
+                       explicit_first=True)
+    # explicit_first: an explicit example catches the first; only the generated ones catch the other
+    assert report["caught_by_explicit"] == [mutants.impl_id("kv_bytes", m.name)], report["caught_by_explicit"]
+    for mm in (m, late):
+        assert power.verdict(report, "kv_bytes", mm.name)[0], report
+        ok, where = power.control_verdict(report, "kv_bytes", mm.name)
+        assert ok and mutants.control_id("kv_bytes", mm.name) in where, where
     failed = {**report, "controls": {k: {**v, "status": "failed"} for k, v in report["controls"].items()}}
     ok, why = power.control_verdict(failed, "kv_bytes", m.name)
     assert not ok and why.startswith("the control (without the bug) failed"), why

@@ -12,6 +12,7 @@ minute of the 2-core machine), and a run that checks a submission (``--impl``) n
 from __future__ import annotations
 
 import ast
+import importlib.util
 import json
 import os
 import subprocess
@@ -59,6 +60,10 @@ def test_third_party_passes(request, tmp_path, cid, adapter):
             locate(repo, commit, files)
         except Unavailable as exc:
             pytest.skip(f"{adapter}: {exc}")
+    # REQUIRES = ("module", ...): a library adapter whose library is not installed is skipped
+    absent = [m for m in _declared(path, "REQUIRES") if importlib.util.find_spec(m) is None]
+    if absent:
+        pytest.skip(f"{adapter}: {', '.join(absent)} not installed (the test extras)")
     out = tmp_path / "report.json"
     cmd = [sys.executable, "-m", "pytest", str(SPEC_DIR / cid), "-q", "-p", "no:cacheprovider",
            "--no-report", "--impl", str(path), "--concept", cid, "--report-json", str(out),

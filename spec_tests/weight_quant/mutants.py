@@ -69,8 +69,8 @@ MUTANTS = [
           "        g = (k0 // 2) // GROUP\n", file=KERNEL),
     Patch("kernel_scale_before_zero",
           "The tensor-core path dequantises as u * s - z instead of (u - z) * s.",
-          "            w_low = ((low - z[:, None]) * s[:, None]).to(x_even.dtype)",
-          "            w_low = (low * s[:, None] - z[:, None]).to(x_even.dtype)", file=KERNEL),
+          "            w = ((tl.interleave(low, high) - z[:, None]) * s[:, None]).to(X.dtype.element_ty)",
+          "            w = (tl.interleave(low, high) * s[:, None] - z[:, None]).to(X.dtype.element_ty)", file=KERNEL),
     Patch("kernel_last_split_dropped",
           "The launcher counts the K splits with a floor instead of a ceiling: when the tiles do not divide "
           "evenly the last, partial split is never launched.",

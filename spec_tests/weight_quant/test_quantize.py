@@ -213,6 +213,19 @@ def test_one_input_feature_int8(impl):
     assert torch.equal(got.cpu().to(torch.float32), w), f"a one-column int8 weight round trip gave {got.tolist()}"
 
 
+@pytest.mark.parametrize("bits,symmetric", [(4, True), (4, False), (8, True), (8, False)])
+def test_a_group_of_one_weight(impl, bits, symmetric):
+    """group_size 1 is legal (an int >= 1 dividing in_features): one scale per weight, codes and
+    scales of w's shape, and every weight back within half its own step (a nonzero weight:
+    exactly, up to float rounding, since its own absmax / range sets the step)."""
+    w = torch.tensor([[0.75, -2.5, 0.0, 3e-3], [1.0, -1.0, 7.0, -0.125]])
+    codes, scales, zeros = impl.get("quantize")(w, bits=bits, group_size=1, symmetric=symmetric)
+    assert codes.shape == w.shape and scales.shape == w.shape, (codes.shape, scales.shape)
+    got = impl.get("dequantize")(codes, scales, zeros).cpu().double()
+    bound = scales.cpu().double() / 2 + 2.0 ** -20 * w.double().abs()
+    assert bool(((got - w.double()).abs() <= bound).all()), f"group_size 1 round trip gave {got.tolist()}"
+
+
 def test_all_zero_group_dequantizes_to_exact_zero(impl):
     """A group of zeros (and one of -0.0) dequantises to exactly 0 with a positive finite scale,
     in both modes: no 0/0."""

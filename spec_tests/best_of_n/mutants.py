@@ -1,0 +1,40 @@
+"""Planted bugs of `best_of_n` (each must make a test fail): the slips of a vote, a selection and
+the closed forms of 08.06-08.07."""
+from conformance.declarations import Patch
+
+MUTANTS = [
+    Patch("tie_to_latest", "Votes break ties towards the answer occurring last (>= instead of >).",
+          "        if best_total is None or total > best_total:\n",
+          "        if best_total is None or total >= best_total:\n"),
+    Patch("none_is_a_vote", "A sample with no extracted answer (None) votes for None.",
+          "        if answer is None:\n            continue\n", ""),
+    Patch("weights_ignored", "The weighted vote counts votes and ignores the verifier's weights.",
+          "    return _vote(answers, weights)\n", "    return _vote(answers, [1] * len(answers))\n"),
+    Patch("weighted_max_not_sum", "The weighted vote takes each answer's best weight, not the sum.",
+          "        totals[answer] = totals.get(answer, 0.0) + w   # a dict keeps the first occurrence's key\n",
+          "        totals[answer] = max(totals.get(answer, 0.0), w)\n"),
+    Patch("select_ties_to_last", "Best-of-N by score keeps the last of equal scores (>= instead of >).",
+          "        if scores[i] > scores[best]:\n", "        if scores[i] >= scores[best]:\n"),
+    Patch("prod_is_mean", "The process score 'prod' averages the step scores.",
+          "    product = 1.0\n    for s in steps:\n        product *= s\n    return product\n",
+          "    return sum(steps) / len(steps)\n"),
+    Patch("min_is_last", "The process score 'min' is the last step's score.",
+          "    if aggregate == \"min\":\n        return min(steps)\n",
+          "    if aggregate == \"min\":\n        return steps[-1]\n"),
+    Patch("ties_win", "The majority closed form counts a tie at the top as a win.",
+          "    shared = sum(Fraction(count, 1 + ties) for (used, ties), count in ways.items() if used == wrong_votes)\n",
+          "    shared = sum(Fraction(count, 1) for (used, ties), count in ways.items() if used == wrong_votes)\n"),
+    Patch("ties_lose", "The majority closed form counts a tie at the top as a loss (strict plurality).",
+          "    shared = sum(Fraction(count, 1 + ties) for (used, ties), count in ways.items() if used == wrong_votes)\n",
+          "    shared = sum(Fraction(count, 1) for (used, ties), count in ways.items() if used == wrong_votes and ties == 0)\n"),
+    Patch("wrong_answers_lumped", "The majority closed form lumps the m wrong answers into one (m = 1).",
+          "            total += weight * _wrong_share(n - c, c, m)\n",
+          "            total += weight * _wrong_share(n - c, c, 1)\n"),
+    Patch("precision_ignored", "Best-of-n with a verifier as pass@n: any accepted sample counted correct.",
+          "        some = accept_right / (accept_right + accept_wrong) * (1.0 - reject ** n)\n",
+          "        some = 1.0 - (1.0 - p) ** n\n"),
+    Patch("no_fallback", "Best-of-n counts a task as failed when the verifier accepts nothing "
+          "(the first sample, returned then, may be correct).",
+          "    none = reject ** (n - 1) * p * (1.0 - tpr)   # none accepted: the first sample, correct but rejected\n",
+          "    none = 0.0\n"),
+]

@@ -1,0 +1,25 @@
+"""Surviving mechanical variants of reference/scheduler.py and optimized/scheduler.py that are not
+gaps of the spec (read by ``conformance.mechanical.triage`` as data). Key: (module, the source line
+stripped, the change).
+
+From the sample of 60 of both modules (``--mechanical both --sample 60 --profile mutants``, a
+``--deadline`` sweep), after the modules changed (optimized/scheduler.py now subclasses the
+reference's classes). Every survivor below is equivalent; the reason is one line each.
+"""
+
+_UNREACHABLE = ("the running loop can only meet a budget of 0 with running requests left if the requests "
+                "before them need the whole budget; they cannot: every running request took >= 1 token in "
+                "the step that admitted it (so there are at most budget of them), each needs 1 token a "
+                "step once its prompt is done, and a request still in its chunked prefill is the newest "
+                "running one (its chunk took the budget that was left, so nobody was admitted after it)")
+
+TRIAGE = {
+    ("reference", "n = min(req.num_tokens - req.num_computed_tokens, budget)", "min(a, b, ...) -> min(b, a, ...)"): (
+        "equivalent", "min of two ints is symmetric"),
+    ("optimized", "n = min(n, budget)", "min(a, b, ...) -> min(b, a, ...)"): (
+        "equivalent", "min of two ints is symmetric"),
+    ("reference", "break", "break -> continue"): (
+        "equivalent", "after _allocate_or_preempt returns False the request preempted itself, the last of "
+                      "_running (the newest go first), so i == len(_running) and the loop ends either way"),
+    ("reference", "while i < len(self._running) and budget > 0:", "0 -> -1"): ("equivalent", _UNREACHABLE),
+}
