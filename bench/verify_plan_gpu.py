@@ -29,7 +29,10 @@ DEV = torch.device("cuda")
 FAILS: list[str] = []
 
 
-def inputs(batch, gamma, vocab, seed, *, ragged=True):
+def inputs(batch, gamma, vocab, seed, *, ragged=True, planned=None):
+    """Random p, q, drafts and uniforms; ``ragged``: per-row draft lengths (NaN / -1 padding past
+    them) and greedy rows, drawn from ``seed`` or, for a replay, ``planned`` = (lens, greedy) of
+    the plan, so the new values pad exactly the planned positions."""
     g = torch.Generator(device=DEV).manual_seed(seed)
     logits = torch.randn(batch, gamma + 1, vocab, generator=g, device=DEV) * 4.0
     p = torch.softmax(logits, dim=2)
@@ -42,6 +45,8 @@ def inputs(batch, gamma, vocab, seed, *, ragged=True):
         lens = torch.randint(0, gamma + 1, (batch,), generator=cpu)
         lens[::2] = gamma
         greedy = (torch.rand(batch, generator=cpu) < 0.25).tolist()
+        if planned is not None:
+            lens, greedy = torch.tensor(planned[0]), list(planned[1])
         pos = torch.arange(gamma + 1, device=DEV)
         ld = lens.to(DEV)
         p = p.masked_fill((pos[None, :] > ld[:, None])[:, :, None], float("nan"))
@@ -79,8 +84,7 @@ def check_shape(batch, gamma, vocab):
     with torch.cuda.graph(graph):
         out = plan.run(*args, uniforms=kw["uniforms"])
     for seed in (2, 3):
-        new = inputs(batch, gamma, vocab, seed=seed)
-        new["draft_lens"], new["greedy"] = kw["draft_lens"], kw["greedy"]   # the planned ones
+        new = inputs(batch, gamma, vocab, seed=seed, planned=(kw["draft_lens"], kw["greedy"]))
         for k in ("target_probs", "draft_probs", "draft_tokens", "uniforms"):
             kw[k].copy_(new[k])
         graph.replay()
@@ -120,8 +124,7 @@ def check_reference_graph():
     plan = ref.VerifyPlan()
     plan.plan(*args, draft_lens=kw["draft_lens"], greedy=kw["greedy"])
     out = cuda_graph_out(lambda: plan.run(*args, uniforms=kw["uniforms"]))
-    new = inputs(16, 4, 1000, seed=6)
-    new["draft_lens"], new["greedy"] = kw["draft_lens"], kw["greedy"]
+    new = inputs(16, 4, 1000, seed=6, planned=(kw["draft_lens"], kw["greedy"]))
     for k in ("target_probs", "draft_probs", "draft_tokens", "uniforms"):
         kw[k].copy_(new[k])
     out[0].replay()

@@ -8,7 +8,7 @@ Shapes: bf16 activations x (M, K), a weight (N, K) quantised to INT4, asymmetric
     cublas bf16         ``x @ w.T`` on the bf16 weight the int4 one approximates, CUDA-graph replay
     ours (graph)        ``w4a16_matmul_with`` (the kernels, launch_config's choice), graph replay
     ours (call)         ``w4a16_matmul`` itself, eager (input checks + launch from Python)
-    torchao int4        torchao's ``Int4WeightOnlyConfig(group_size=128)`` on an nn.Linear of the same
+    torchao int4        torchao's ``Int4WeightOnlyConfig(group_size=128)`` (tinygemm layout) on an nn.Linear of the same
                         bf16 weight, graph replay; skipped with the reason when torchao does not
                         import or its int4 path does not run here
     cublas bf16 (eager), torchao int4 (eager)
@@ -154,7 +154,10 @@ def _torchao(prob, case, device):
     try:
         try:
             from torchao.quantization import Int4WeightOnlyConfig
-            config = Int4WeightOnlyConfig(group_size=case.params["group"])
+            try:   # torchao >= 0.14: the tinygemm layout (in torch itself; "plain", the default, needs fbgemm-gpu)
+                config = Int4WeightOnlyConfig(group_size=case.params["group"], int4_packing_format="tile_packed_to_4d")
+            except TypeError:
+                config = Int4WeightOnlyConfig(group_size=case.params["group"])
         except ImportError:
             from torchao.quantization import int4_weight_only
             config = int4_weight_only(group_size=case.params["group"])

@@ -50,11 +50,12 @@ def dequantized(codes: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 
 def attention64(q, ks, vs, *, scale=None, window=None):
     """(out, lse) float64 of attention of q (batch, q_len, q_heads, d) over per-sequence contiguous
-    K/V lists (seq_len, kv_heads, d): causal, bottom-right aligned (paged_attention's math)."""
+    K/V lists (seq_len, kv_heads, d): causal, bottom-right aligned (paged_attention's math). On the
+    CPU whatever device the inputs are on (the oracle is CPU float64)."""
     outs, lses = [], []
     for b in range(q.shape[0]):
-        o, l = attention(q[b].transpose(0, 1)[None].double(), ks[b].transpose(0, 1)[None].double(),
-                         vs[b].transpose(0, 1)[None].double(), causal=True, window=window, scale=scale,
+        qb, kb, vb = (t.detach().cpu().double().transpose(0, 1)[None] for t in (q[b], ks[b], vs[b]))
+        o, l = attention(qb, kb, vb, causal=True, window=window, scale=scale,
                          return_lse=True)
         outs.append(o[0].transpose(0, 1))
         lses.append(l[0].transpose(0, 1))

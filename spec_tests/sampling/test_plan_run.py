@@ -280,7 +280,7 @@ def test_a_captured_run_replays_after_in_place_updates_gpu(impl, device, dtype, 
     the captured tensors and replay. Capture fails if run syncs with the host; every replay draws
     sample's tokens for that step's values (the same implementation, the same uniforms)."""
     from reference.sampling import SamplingParams
-    if device.type != "cuda":
+    if device != "cuda":
         pytest.skip("CUDA graphs need a CUDA device")
     batch, vocab = 64, 32000
     params = {"chain": SamplingParams(temperature=0.7, top_k=50, top_p=0.9, min_p=0.02, repetition_penalty=1.1),

@@ -340,7 +340,7 @@ def test_a_captured_run_replays_after_in_place_updates_gpu(impl, reference, devi
     probabilities, drafts and uniforms into the captured tensors and replay. Capture fails if run
     syncs with the host; every replay equals the reference verify of that step's values (three
     steps: a good draft, q == p, a poor draft; per-row γ, greedy rows, NaN padding)."""
-    if device.type != "cuda":
+    if device != "cuda":
         pytest.skip("CUDA graphs need a CUDA device")
     lens, greedy = (4, 0, 2, 4, 1, 3, 4, 2) * 2, (True, False, False, True, False, False, False, False) * 2
     steps = [BatchCase(16, 4, 1000, "float32", seed, noise=noise, lens=lens, greedy=greedy, garbage=True,

@@ -32,6 +32,16 @@ def matmul_oracle(x, packed, scales, zeros) -> torch.Tensor:
     return x.detach().cpu().double() @ w.T
 
 
+def float64_matmul_bound(x, packed, scales, zeros) -> torch.Tensor:
+    """Elementwise bound on |fl(x ŵᵀ) − x ŵᵀ| for float64 x, in ANY order of the K products' sum:
+    γ_K |x| |ŵ|ᵀ with γ_K = K u / (1 − K u), u = 2⁻⁵³ (Higham, Accuracy and Stability, 3.1). ŵ is
+    exact in float64 (a small integer times a float32 scale), so this is the whole error; a float64
+    result is not bit-fixed (a GPU and a CPU BLAS sum in different orders)."""
+    w = exact_dequant(unpack_pairs(packed).cpu(), scales.cpu(), zeros.cpu())
+    k, u = x.shape[-1], 2.0 ** -53
+    return (k * u / (1 - k * u)) * (x.detach().cpu().double().abs() @ w.abs().T)
+
+
 def low_precision_reference(x, packed, scales, zeros) -> torch.Tensor:
     """The contract's own low-precision computation: ŵ rounded to x's dtype, then x @ ŵᵀ."""
     w = exact_dequant(unpack_pairs(packed).cpu(), scales.cpu(), zeros.cpu())
