@@ -157,7 +157,12 @@ def compare(fns: Mapping[str, Callable[[], object]], *, rounds: int = 1, **optio
 
 def cuda_graph(fn: Callable[[], object]) -> Callable[[], object]:
     """The replay of a CUDA graph of one call of ``fn`` (two warm-up calls first, on a side stream,
-    as graph capture requires). The graph keeps ``fn``'s tensors alive."""
+    as graph capture requires). The returned callable holds ``fn``, and with it every object fn's
+    closure holds: a graph keeps only the memory it allocated during capture, not what it reads
+    or writes beside that. Before, only ``g.replay`` was returned, so a plan built in a builder
+    (``lambda: plan.run(...)``) was freed after capture with its split workspace, and each replay
+    wrote into freed memory: on an H100 the paged gate's planted run (a second plan of 11 splits)
+    hit an illegal address once the caching allocator had released that memory."""
     import torch
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -168,4 +173,7 @@ def cuda_graph(fn: Callable[[], object]) -> Callable[[], object]:
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
-    return g.replay
+
+    def replay(_keep_alive=fn):
+        return g.replay()
+    return replay

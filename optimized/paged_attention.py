@@ -197,17 +197,24 @@ if triton is not None:
 
 
 # ------------------------------------------------------------------- launch configuration
-def decode_config(head_dim: int, device: torch.device) -> dict:
+def decode_config(head_dim: int, device: torch.device, rows: int = 1) -> dict:
     """Tile and split parameters. Under the interpreter the tiles are small and splits are cut
     after a single tile, so the short test contexts cross many tiles and many splits (the merge,
     the partial last tile and empty splits all run). On the GPU: BLOCK_N keys per tile, warps and
     pipeline stages from the H200 sweep of bench/cases/paged_attention.py (tag tiles; 64, 4, 2 were
-    best at every measured shape; docs/paged_attention.md), about 4 x SMs programs in all."""
+    best at every measured decode shape; docs/paged_attention.md), about 4 x SMs programs in all.
+    ``rows`` = q_len x group query rows per program: above 16 (speculative verify, q_len 5 at
+    GQA 4: 20 rows in a 32-row tile) 128 keys per tile where the GPU has the shared memory for two
+    stages of 128 x 128 K and V tiles (128 KB; H100 sweep of ``bench/paged_plan_shapes.py --sweep``:
+    2.82-2.97 TB/s against 2.31 at 64 keys, SDPA-cuDNN 3.00)."""
     if device.type != "cuda":
         return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)
-    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    props = torch.cuda.get_device_properties(device)
+    sms = props.multi_processor_count
     if head_dim > 128:  # not swept: half the keys per tile keeps the K/V stages' shared memory
         return dict(BLOCK_N=32, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=8)
+    if rows > 16 and getattr(props, "shared_memory_per_block_optin", 0) >= 160 * 1024:
+        return dict(BLOCK_N=128, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)
     return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)
 
 
@@ -268,7 +275,7 @@ def launch_plan(q4_shape, kv_heads: int, lens: list[int], window, device, *, max
     ``q_len + window`` positions plus a tile) -- and the float32 split workspace."""
     batch, q_len, q_heads, head_dim = q4_shape
     group = q_heads // kv_heads
-    cfg = dict(config or decode_config(head_dim, device))
+    cfg = dict(config or decode_config(head_dim, device, rows=q_len * group))
     block_n, programs, min_tiles = cfg.pop("BLOCK_N"), cfg.pop("programs"), cfg.pop("min_tiles")
     if max_seq_len is not None:   # any row of at most max_seq_len keys
         lens = [max_seq_len if window is None else min(max_seq_len, q_len + window + block_n - 1)]

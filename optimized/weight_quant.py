@@ -64,9 +64,10 @@ def launch_config(m: int, n: int, k: int, group: int, device_type: str, sms: int
 
     Returns dict(BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_K, num_warps, num_stages). On CPU (the
     interpreter): small tiles, the GEMV path for 1-2 rows and a split of 2 whenever K has two
-    tiles, so that short test shapes run every path. On the GPU (first guesses, to be tuned on the
-    H200 with ``python -m bench run --concept weight_quant --tag tiles``): GEMV-style for m <= 4,
-    tensor-core tiles of 16 / 64 / 128 rows above; split-K until about ``2 x sms`` programs run.
+    tiles, so that short test shapes run every path. On the GPU: tensor-core tiles of 16 rows up to
+    m = 16 (the GEMV-style path took 1.6-2.8x the time of the 16-row tile at m = 1 and 3-4.8x at
+    m = 4 on an H100: docs/weight_quant.md), 64 / 128 rows above; split-K until about ``2 x sms``
+    programs run. Tiles to tune with ``python -m bench run --concept weight_quant --tag tiles``.
     """
     if device_type != "cuda":
         dot = m > 2
@@ -75,10 +76,7 @@ def launch_config(m: int, n: int, k: int, group: int, device_type: str, sms: int
         tiles = k // bk
         return dict(BLOCK_M=bm, BLOCK_N=16, BLOCK_K=bk, DOT=dot, SPLIT_K=2 if tiles >= 2 else 1,
                     num_warps=4, num_stages=1)
-    if m <= 4:
-        cfg = dict(BLOCK_M=triton.next_power_of_2(m), BLOCK_N=32, BLOCK_K=_pick_block_k(128, group), DOT=False,
-                   num_warps=4, num_stages=3)
-    elif m <= 16:
+    if m <= 16:
         cfg = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, num_stages=4)
     elif m <= 64:
         cfg = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, num_stages=4)

@@ -131,3 +131,35 @@ def test_isolate_runs_each_case_in_a_child_process(tmp_path, capsys):
     cases = json.loads(out.read_text())["cases"]
     assert len(cases) == 1 and cases[0]["concept"] == "stopping" and cases[0]["check"]["ok"]
     assert all(r["median_ms"] > 0 for r in cases[0]["results"])
+
+
+@pytest.mark.gpu
+def test_a_graph_replay_keeps_what_its_function_holds():
+    """bench.timing.cuda_graph: the replay holds the captured function and so its closure (a plan
+    and its split workspace, which the graph writes but did not allocate during capture). An H100
+    run hit an illegal address when only ``g.replay`` was kept and the workspace was freed."""
+    import gc
+    import weakref
+
+    import torch
+
+    from bench.timing import cuda_graph
+    if not torch.cuda.is_available():
+        pytest.skip("CUDA graphs need a CUDA device")
+
+    class Workspace:
+        def __init__(self):
+            self.buf = torch.zeros(1 << 20, device="cuda")
+
+    ws = Workspace()
+    src = torch.randn(1 << 20, device="cuda")
+    replay = cuda_graph(lambda w=ws: w.buf.copy_(src))
+    alive = weakref.ref(ws)
+    del ws
+    gc.collect()
+    torch.cuda.empty_cache()
+    assert alive() is not None, "the replay dropped the captured function's workspace"
+    src.add_(1.0)
+    replay()
+    torch.cuda.synchronize()
+    assert torch.equal(alive().buf, src)
