@@ -1,4 +1,4 @@
-"""bench/kv_tiers_gpu.py's CPU path (the GPU run is owed: docs/kv_tiers.md): the smoke run measures
+"""bench/kv_tiers_gpu.py's CPU path (its GPU run: docs/kv_tiers.md, an H100 run recorded): the smoke run measures
 every link it names, the reference store's reload comes back bit for bit, and the crossover rows
 are computed from the measured numbers."""
 from __future__ import annotations
