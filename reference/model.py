@@ -306,35 +306,7 @@ class Transformer(nn.Module):
 
     def check_inputs(self, tokens, cache) -> int:
         """Validate ``tokens`` and ``cache``; return the first new position."""
-        c = self.config
-        check_tensor("tokens", tokens, ndim=2, dims="batch, seq")
-        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
-        if tokens.numel() == 0:
-            raise ValueError(f"tokens must be non-empty, got shape {tuple(tokens.shape)}")
-        lo, hi = int(tokens.min()), int(tokens.max())
-        if lo < 0 or hi >= c.vocab_size:
-            raise ValueError(f"tokens: ids must be in [0, {c.vocab_size}), got values in [{lo}, {hi}]")
-        start = 0
-        if cache is not None:
-            if not isinstance(cache, KVCache):
-                raise TypeError(f"cache must be a KVCache (see new_cache), got {type(cache).__name__}")
-            want = (c.n_layers, tokens.shape[0], c.n_kv_heads, c.head_dim)
-            have = (cache.k.shape[0], cache.k.shape[1], cache.k.shape[2], cache.k.shape[4])
-            if have != want:
-                raise ValueError(f"cache: (layers, batch, kv_heads, head_dim) = {have}, expected {want}")
-            if cache.k.dtype != self.dtype:
-                raise ValueError(f"cache dtype {cache.k.dtype} != model dtype {self.dtype}")
-            if len(set(cache.lengths)) != 1:
-                raise ValueError(f"cache: layers hold different lengths {cache.lengths}")
-            start = cache.seq_len
-            if start + tokens.shape[1] > cache.max_seq_len:
-                raise ValueError(f"cache: {tokens.shape[1]} new tokens after {start} cached exceed its "
-                                 f"max_seq_len={cache.max_seq_len}")
-        if start + tokens.shape[1] > c.max_seq_len:
-            raise ValueError(f"tokens: positions up to {start + tokens.shape[1] - 1} exceed "
-                             f"max_seq_len={c.max_seq_len}")
-        return start
+        return check_tokens_and_cache(tokens, cache, self.config, self.dtype, self.config.n_kv_heads)
 
     def forward(self, tokens: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
         start = self.check_inputs(tokens, cache)
@@ -373,3 +345,39 @@ def load_weights(model: nn.Module, path) -> nn.Module:
         for name, t in own.items():
             t.copy_(tensors[name].to(t.dtype))
     return model
+
+
+def check_tokens_and_cache(tokens, cache, c: ModelConfig, dtype: torch.dtype, kv_heads: int, whose: str = "") -> int:
+    """A forward's input checks: ``tokens`` a non-empty (batch, seq) integer tensor of ids in
+    [0, vocab_size); ``cache`` None or a KVCache of ``c.n_layers`` layers, the batch, ``kv_heads``
+    heads (``whose`` says whose, in the message), ``c.head_dim`` and ``dtype``, one length in all
+    layers and room for the tokens; the positions within ``c.max_seq_len``. Returns the first new
+    position (the cache's length, or 0). TypeError / ValueError naming the argument."""
+    check_tensor("tokens", tokens, ndim=2, dims="batch, seq")
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
+    if tokens.numel() == 0:
+        raise ValueError(f"tokens must be non-empty, got shape {tuple(tokens.shape)}")
+    lo, hi = int(tokens.min()), int(tokens.max())
+    if lo < 0 or hi >= c.vocab_size:
+        raise ValueError(f"tokens: ids must be in [0, {c.vocab_size}), got values in [{lo}, {hi}]")
+    start = 0
+    if cache is not None:
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache must be a KVCache (see new_cache), got {type(cache).__name__}")
+        want = (c.n_layers, tokens.shape[0], kv_heads, c.head_dim)
+        have = (cache.k.shape[0], cache.k.shape[1], cache.k.shape[2], cache.k.shape[4])
+        if have != want:
+            raise ValueError(f"cache: (layers, batch, kv_heads, head_dim) = {have}, expected {want}{whose}")
+        if cache.k.dtype != dtype:
+            raise ValueError(f"cache dtype {cache.k.dtype} != model dtype {dtype}")
+        if len(set(cache.lengths)) != 1:
+            raise ValueError(f"cache: layers hold different lengths {cache.lengths}")
+        start = cache.seq_len
+        if start + tokens.shape[1] > cache.max_seq_len:
+            raise ValueError(f"cache: {tokens.shape[1]} new tokens after {start} cached exceed its "
+                             f"max_seq_len={cache.max_seq_len}")
+    if start + tokens.shape[1] > c.max_seq_len:
+        raise ValueError(f"tokens: positions up to {start + tokens.shape[1] - 1} exceed "
+                         f"max_seq_len={c.max_seq_len}")
+    return start

@@ -73,7 +73,7 @@ import torch.nn.functional as F
 from reference._checks import check_int, check_tensor
 from reference.attention import attention as reference_attention
 from reference.kv_bytes import KVCache, element_bytes
-from reference.model import apply_rope, rms_norm, rope_cos_sin
+from reference.model import apply_rope, check_tokens_and_cache, rms_norm, rope_cos_sin
 
 __all__ = ["column_shard", "row_shard", "head_shard", "shard_state_dict", "allreduce_bytes_per_token",
            "TensorParallelTransformer"]  # the contract
@@ -275,35 +275,8 @@ class TensorParallelTransformer:
                        max_seq_len=max_seq_len, dtype=self.dtype)
 
     def _check_inputs(self, tokens, cache) -> int:
-        c = self.config
-        check_tensor("tokens", tokens, ndim=2, dims="batch, seq")
-        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must be an integer tensor, got {tokens.dtype}")
-        if tokens.numel() == 0:
-            raise ValueError(f"tokens must be non-empty, got shape {tuple(tokens.shape)}")
-        lo, hi = int(tokens.min()), int(tokens.max())
-        if lo < 0 or hi >= c.vocab_size:
-            raise ValueError(f"tokens: ids must be in [0, {c.vocab_size}), got values in [{lo}, {hi}]")
-        start = 0
-        if cache is not None:
-            if not isinstance(cache, KVCache):
-                raise TypeError(f"cache must be a KVCache (see new_cache), got {type(cache).__name__}")
-            want = (c.n_layers, tokens.shape[0], len(self.kv_heads), c.head_dim)
-            have = (cache.k.shape[0], cache.k.shape[1], cache.k.shape[2], cache.k.shape[4])
-            if have != want:
-                raise ValueError(f"cache: (layers, batch, kv_heads, head_dim) = {have}, expected {want} "
-                                 "(this rank's KV heads)")
-            if cache.k.dtype != self.dtype:
-                raise ValueError(f"cache dtype {cache.k.dtype} != model dtype {self.dtype}")
-            if len(set(cache.lengths)) != 1:
-                raise ValueError(f"cache: layers hold different lengths {cache.lengths}")
-            start = cache.seq_len
-            if start + tokens.shape[1] > cache.max_seq_len:
-                raise ValueError(f"cache: {tokens.shape[1]} new tokens after {start} cached exceed its "
-                                 f"max_seq_len={cache.max_seq_len}")
-        if start + tokens.shape[1] > c.max_seq_len:
-            raise ValueError(f"tokens: positions up to {start + tokens.shape[1] - 1} exceed max_seq_len={c.max_seq_len}")
-        return start
+        return check_tokens_and_cache(tokens, cache, self.config, self.dtype, len(self.kv_heads),
+                                      " (this rank's KV heads)")
 
     def _all_reduce(self, partial: torch.Tensor) -> torch.Tensor:
         """Sum the row-parallel partial outputs of every rank (in place); nothing at world_size 1."""
