@@ -32,6 +32,10 @@ output written once; what a perfect kernel moves):
 * FP8 / INT8 KV decode (optimized/kv_quant.py): the bytes the file records per provider (codes +
   scales). **Measured on an H100**, so not on the H200's roof: drawn hollow, against the best
   bandwidth recorded in the same file (its bf16 kernel), the only H100 ceiling the file holds.
+* W4A16 matmul, fused MoE and multi-LoRA (optimized/weight_quant.py, moe.py, lora.py): their
+  H100 runs, the bytes and FLOPs of ``h100_kernel_points``; hollow like the KV points, against
+  the same H100 memory line (kv_quant_h100.json's bf16 kernel) and the H200's matmul peak (the
+  two chips share their compute).
 
 Elementwise kernels (norms, softmax, samplers) do no matmul: their FLOPs are a stated nominal
 4 per element read (``NOMINAL``), which places them on the x axis; the fraction of the roofline of a
@@ -183,9 +187,51 @@ def kv_quant_points() -> tuple[list[Point], float]:
     return out, best
 
 
+def h100_kernel_points() -> list[Point]:
+    """The W4A16 matmul, the fused MoE and multi-LoRA, each from its H100 run (graph replay):
+    W4A16: the row's recorded ``bytes`` (packed weights, scales, zeros, x, y), FLOPs 2 M N K.
+    MoE (1,024 and 8,192 tokens, top-2 of 8 experts: with 2,048+ picks every expert is touched):
+    the eight experts' three matrices, x read and y written; FLOPs the case's ``work``. Multi-LoRA:
+    the base weight, all adapters' A and B, x, y; FLOPs 2 B d_out d_in + 2 B r (d_in + d_out)."""
+    out = []
+    src = "weight_quant_h100.json"
+    data = load(src)
+    assert "H100" in data["device"], data["device"]
+    for case in data["cases"]:
+        p = case["params"]
+        if "tiles" in case["name"] or p["m"] not in (1, 16, 256):
+            continue
+        r = next(r for r in case["results"] if r["provider"] == "ours (graph)")
+        out.append(Point("W4A16 matmul (H100)", f"M{p['m']} K{p['k']} N{p['n']} (graph)", 2 * p["m"] * p["n"] * p["k"],
+                         r["bytes"], r["median_ms"] * 1e-3, src, "H100"))
+    src = "moe_h100.json"
+    data = load(src)
+    assert "H100" in data["device"], data["device"]
+    for case in data["cases"]:
+        p = case["params"]
+        if p["tokens"] * p["k"] < 2048:
+            continue
+        r = next(r for r in case["results"] if r["provider"] == "ours (graph)")
+        moved = (p["experts"] * 3 * p["d"] * p["f"] + 2 * p["tokens"] * p["d"]) * E16
+        out.append(Point("fused MoE (H100)", f"T{p['tokens']} E{p['experts']} k{p['k']} d{p['d']} F{p['f']} (graph)",
+                         case["work"], moved, r["median_ms"] * 1e-3, src, "H100"))
+    src = "lora_h100.json"
+    data = load(src)
+    assert "H100" in data["device"], data["device"]
+    for case in data["cases"]:
+        p = case["params"]
+        b, di, do, a, rk = p["batch"], p["d_in"], p["d_out"], p["adapters"], p["rank"]
+        r = next(r for r in case["results"] if r["provider"] == "ours (graph)")
+        moved = (do * di + a * rk * (di + do) + b * (di + do)) * E16
+        out.append(Point("multi-LoRA (H100)", f"B{b} d{di} {a} adapters r{rk} (graph)",
+                         2 * b * do * di + 2 * b * rk * (di + do), moved, r["median_ms"] * 1e-3, src, "H100"))
+    return out
+
+
 def points() -> tuple[list[Point], float]:
     h100, h100_bandwidth = kv_quant_points()
-    return (attention_points() + paged_points() + batch_invariant_points() + sampler_points() + h100), h100_bandwidth
+    return (attention_points() + paged_points() + batch_invariant_points() + sampler_points() + h100
+            + h100_kernel_points()), h100_bandwidth
 
 
 # the rows of docs/roofline.md's table (every point is plotted)
@@ -203,6 +249,10 @@ TABLE = [
     ("speculative verify (Triton)", "good draft 256 x g4 x 128256"),
     ("KV decode fp8 (H100)", "B64 ctx32768 fp8 (graph)"), ("KV decode int8 (H100)", "B64 ctx32768 int8 (graph)"),
     ("KV decode bf16 (H100)", "B64 ctx32768 bf16 (graph)"),
+    ("W4A16 matmul (H100)", "M1 K8192 N8192 (graph)"), ("W4A16 matmul (H100)", "M16 K8192 N8192 (graph)"),
+    ("W4A16 matmul (H100)", "M256 K8192 N8192 (graph)"),
+    ("fused MoE (H100)", "T1024 E8 k2 d4096 F14336 (graph)"), ("fused MoE (H100)", "T8192 E8 k2 d4096 F14336 (graph)"),
+    ("multi-LoRA (H100)", "B64 d4096 32 adapters r16 (graph)"),
 ]
 
 
