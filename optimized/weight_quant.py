@@ -65,7 +65,7 @@ def launch_config(m: int, n: int, k: int, group: int, device_type: str, sms: int
     Returns dict(BLOCK_M, BLOCK_N, BLOCK_K, DOT, SPLIT_K, num_warps, num_stages). On CPU (the
     interpreter): small tiles, the GEMV path for 1-2 rows and a split of 2 whenever K has two
     tiles, so that short test shapes run every path. On the GPU: tensor-core tiles of 16 rows up to
-    m = 16 (the GEMV-style path took 1.6-2.8x the time of the 16-row tile at m = 1 and 3-4.8x at
+    m = 16 (the GEMV-style path took 1.6-2.8x the time of the 16-row tile at m = 1 and 3-5.2x at
     m = 4 on an H100: docs/weight_quant.md), 64 / 128 rows above; split-K until about ``2 x sms``
     programs run. Tiles to tune with ``python -m bench run --concept weight_quant --tag tiles``.
     """
