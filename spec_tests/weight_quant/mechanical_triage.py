@@ -34,7 +34,7 @@ TRIAGE = {
                                    "branch derives from it changes, a launch shape, not the result"),
     ("optimized", "cfg = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, "
                   "num_stages=4)", "128 -> 127"): _GPU,
-    ("optimized", "elif m <= 16:", "16 -> 15"): _GPU,
+    ("optimized", "if m <= 16:", "16 -> 15"): _GPU,
     ("optimized", "if x.is_cuda else 0", "0 -> 1"): (
         "equivalent", "the SM count passed for a CPU tensor: launch_config's CPU branch returns before reading sms"),
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "max -> min"): _TILES,
@@ -44,7 +44,6 @@ TRIAGE = {
                   "num_stages=4)", "_pick_block_k(a, b, ...) -> _pick_block_k(b, a, ...)"): _GPU,
     ("optimized", "if bk <= preferred and group % bk == 0:", "0 -> 1"): _GPU,
     ("optimized", "if bk <= preferred and group % bk == 0:", "and -> or"): _GPU,
-    ("optimized", "if m <= 4:", "<= -> <"): _GPU,
     ("optimized", "return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8", "8 -> 9"): _GPU,
     ("optimized", "dot = m > 2", "> -> >="): ("equivalent", "two rows take the tensor-core tile path instead of the GEMV "
                                                           "path: both compute the same product (the spec's tolerance "
@@ -78,16 +77,12 @@ TRIAGE = {
     ('optimized', 'for bk in (preferred, 128, 64, 32):', '64 -> 63'): _GPU,
     ('optimized', 'for bk in (preferred, 128, 64, 32):', '32 -> 31'): _GPU,
     ('optimized', 'tiles = k // bk', '// -> / (#2)'): _GPU,
-    ('optimized', 'elif m <= 16:', '<= -> <'): _GPU,
+    ('optimized', 'if m <= 16:', '<= -> <'): _GPU,
     ('optimized', 'cfg["SPLIT_K"] = max(1, min(tiles // 2, -(-2 * sms // programs), 16)) if programs < sms else 1', '< -> <='): _GPU,
     ('optimized', 'cfg["SPLIT_K"] = max(1, min(tiles // 2, -(-2 * sms // programs), 16)) if programs < sms else 1', 'max -> min'): _GPU,
     ('optimized', 'elif m <= 64:', '<= -> <'): _GPU,
     ('optimized', 'programs = -(-n // cfg["BLOCK_N"]) * -(-m // cfg["BLOCK_M"])', '// -> /'): _GPU,
     ('optimized', 'if bk <= preferred and group % bk == 0:', '% -> //'): _GPU,
-    ('optimized', 'cfg = dict(BLOCK_M=triton.next_power_of_2(m), BLOCK_N=32, BLOCK_K=_pick_block_k(128, group), DOT=False,', '32 -> 33'): _GPU,
-    ('optimized', 'cfg = dict(BLOCK_M=triton.next_power_of_2(m), BLOCK_N=32, BLOCK_K=_pick_block_k(128, group), DOT=False,', '32 -> 31'): _GPU,
-    ('optimized', 'num_warps=4, num_stages=3)', '4 -> 5'): _GPU,
-    ('optimized', 'num_warps=4, num_stages=3)', '4 -> 3'): _GPU,
     ('optimized', 'elif m <= 64:', '64 -> 65'): _GPU,
     ('optimized', 'elif m <= 64:', '64 -> 63'): _GPU,
     ('optimized', 'cfg["SPLIT_K"] = max(1, min(tiles // 2, -(-2 * sms // programs), 16)) if programs < sms else 1', '16 -> 15'): _GPU,
