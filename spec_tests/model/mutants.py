@@ -82,13 +82,13 @@ MUTANTS += [
     Patch("max_seq_len_exclusive",
           "The model rejects positions reaching max_seq_len - 1 (``>=`` for ``>``): a sequence of "
           "exactly max_seq_len tokens raises.",
-          "        if start + tokens.shape[1] > c.max_seq_len:",
-          "        if start + tokens.shape[1] >= c.max_seq_len:"),
+          "    if start + tokens.shape[1] > c.max_seq_len:",
+          "    if start + tokens.shape[1] >= c.max_seq_len:"),
     Patch("cache_full_rejected",
           "A KV cache of max_seq_len tokens rejects the token that fills it (``>=`` for ``>`` in "
           "the room check): the last position of a full-length generation raises.",
-          "            if start + tokens.shape[1] > cache.max_seq_len:",
-          "            if start + tokens.shape[1] >= cache.max_seq_len:"),
+          "        if start + tokens.shape[1] > cache.max_seq_len:",
+          "        if start + tokens.shape[1] >= cache.max_seq_len:"),
     Patch("rope_width_from_dim",
           "The rotary table is built for dim // n_heads features (the usual derivation) instead of "
           "config.head_dim: a model whose head_dim is given and differs (Gemma-, Qwen3-style) "
