@@ -24,6 +24,8 @@ import json
 import numpy as np
 import torch
 
+from spec_tests.structured.oracles import strict_schema
+
 MODULES = {"xgrammar": "xgrammar", "outlines-core": "outlines_core", "llguidance": "llguidance"}
 _TOKENIZERS: dict = {}
 
@@ -39,19 +41,6 @@ def missing(name: str) -> str | None:
 def _unpack(words, n: int) -> torch.Tensor:
     bits = np.unpackbits(np.ascontiguousarray(words).view(np.uint8), bitorder="little")[:n]
     return torch.from_numpy(bits.astype(bool))
-
-
-def _strict(schema):
-    """``additionalProperties: false`` on every object (the contract's rule, said explicitly)."""
-    if not isinstance(schema, dict):
-        return schema
-    out = dict(schema)
-    if out.get("type") == "object":
-        out["additionalProperties"] = False
-        out["properties"] = {k: _strict(v) for k, v in out.get("properties", {}).items()}
-    if "items" in out:
-        out["items"] = _strict(out["items"])
-    return out
 
 
 def tokenizer(name: str, vocab, eos: int):
@@ -79,7 +68,7 @@ class _XGrammar:
         if regex is not None:
             compiled = compiler.compile_regex(regex)
         else:
-            compiled = compiler.compile_json_schema(json.dumps(_strict(schema)), any_whitespace=False,
+            compiled = compiler.compile_json_schema(json.dumps(strict_schema(schema)), any_whitespace=False,
                                                     separators=(",", ":"), strict_mode=True)
         self.matcher = xgr.GrammarMatcher(compiled)
         self.bitmask = xgr.allocate_token_bitmask(1, len(vocab))
@@ -110,7 +99,7 @@ class _Outlines:
     def __init__(self, vocab, eos, regex, schema):
         import outlines_core
         if regex is None:
-            regex = outlines_core.json_schema.build_regex_from_schema(json.dumps(_strict(schema)), whitespace_pattern="")
+            regex = outlines_core.json_schema.build_regex_from_schema(json.dumps(strict_schema(schema)), whitespace_pattern="")
         self.guide = outlines_core.Guide(outlines_core.Index(regex, tokenizer("outlines-core", vocab, eos)))
         self.buffer = torch.zeros((len(vocab) + 31) // 32, dtype=torch.int32)
         self.n = len(vocab)
@@ -164,7 +153,7 @@ class _LLGuidance:
         if regex is not None:
             grammar = llguidance.LLMatcher.grammar_from_regex(regex)
         else:
-            schema = dict(_strict(schema))
+            schema = dict(strict_schema(schema))
             schema["x-guidance"] = {"whitespace_flexible": False, "item_separator": ",", "key_separator": ":"}
             grammar = llguidance.LLMatcher.grammar_from_json_schema(json.dumps(schema))
         self.matcher = llguidance.LLMatcher(tokenizer("llguidance", vocab, eos), grammar, log_level=0)

@@ -251,22 +251,23 @@ def instance_ok(schema: dict, value) -> tuple[bool, str]:
     except ImportError:
         jsonschema = None
     if jsonschema is not None:
-        full = _strict(schema)
+        full = strict_schema(schema)
         errors = list(jsonschema.Draft202012Validator(full).iter_errors(value))
         return (not errors, "; ".join(e.message for e in errors[:2]))
     return _hand_check(schema, value), "hand check"
 
 
-def _strict(schema: dict) -> dict:
-    """The schema with the contract's ``additionalProperties: false`` made explicit."""
+def strict_schema(schema: dict) -> dict:
+    """The schema with the contract's ``additionalProperties: false`` made explicit on every
+    object (the engines' adapters compile this form)."""
     if not isinstance(schema, dict):
         return schema
     out = dict(schema)
     if out.get("type") == "object":
         out["additionalProperties"] = False
-        out["properties"] = {k: _strict(v) for k, v in out.get("properties", {}).items()}
+        out["properties"] = {k: strict_schema(v) for k, v in out.get("properties", {}).items()}
     if "items" in out:
-        out["items"] = _strict(out["items"])
+        out["items"] = strict_schema(out["items"])
     return out
 
 

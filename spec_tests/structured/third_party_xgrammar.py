@@ -42,6 +42,7 @@ import torch
 import xgrammar as xgr
 
 from reference.structured import _check_token_id, _check_vocab_and_eos, _Parser, json_schema_to_regex as _validate_schema
+from spec_tests.structured.oracles import strict_schema
 
 __all__ = ["compile_regex", "compile_json_schema", "TokenMatcher"]
 REQUIRES = ("xgrammar",)
@@ -69,19 +70,7 @@ def compile_json_schema(schema) -> _Source:
     _validate_schema(schema)            # the contract's subset, validation only
     if isinstance(schema, str):
         schema = json.loads(schema)
-    return _Source(schema=json.dumps(_strict(schema)))
-
-
-def _strict(schema):
-    if not isinstance(schema, dict):
-        return schema
-    out = dict(schema)
-    if out.get("type") == "object":
-        out["additionalProperties"] = False
-        out["properties"] = {k: _strict(v) for k, v in out.get("properties", {}).items()}
-    if "items" in out:
-        out["items"] = _strict(out["items"])
-    return out
+    return _Source(schema=json.dumps(strict_schema(schema)))
 
 
 def _compiler(vocab: list, eos: int):
