@@ -97,6 +97,15 @@ if triton is not None:
         d_ok = offs_d < HEAD_DIM
         q_rows = b64 * sq_b + qi.to(tl.int64) * sq_n + head.to(tl.int64) * sq_h
         q = tl.load(Q + q_rows[:, None] + offs_d[None, :], mask=row_ok[:, None] & d_ok[None, :], other=0.0)
+        if QUANT:   # the dots run in float16 (one conversion instruction per two codes on sm_89+, where
+            # codes -> bfloat16 takes several): each row of q is scaled by a power of two into float16's
+            # range, exactly (bfloat16's 8 bits fit float16's 11), and the scores scaled back.
+            q32 = q.to(tl.float32)
+            e = (tl.max(tl.abs(q32), 1).to(tl.int32, bitcast=True) >> 23) & 0xFF   # biased exponent of the row max
+            e = tl.maximum(e, 15)
+            q_up = ((268 - e) << 23).to(tl.float32, bitcast=True)      # 2^(141 - e): the row max below 2^15
+            q_down = ((e - 14) << 23).to(tl.float32, bitcast=True)     # 2^(e - 141)
+            q = (q32 * q_up[:, None]).to(tl.float16)
 
         # Visible keys of the sequence: [lo, seq_len). Splits cut [lo rounded down to a tile,
         # seq_len) into stretches of split_len (a multiple of BLOCK_N) positions.
@@ -129,22 +138,21 @@ if triton is not None:
                                mask=key_ok, other=0.0)
                 v_sc = tl.load(VS + off_kvh.to(tl.int64) * svs_h + block * svs_blk + slot * svs_slot,
                                mask=key_ok, other=0.0)
-                if QUANT == 2:   # int8 -> float32 first (every int8 is exact there and in bf16/fp16)
-                    k = k.to(tl.float32)
-                    v = v.to(tl.float32)
-                k = k.to(Q.dtype.element_ty)
-                v = v.to(Q.dtype.element_ty)
+                k = k.to(tl.float16)   # exact: every E4M3 code and every int8 is a float16
+                v = v.to(tl.float16)
             qk = tl.dot(q, tl.trans(k))
             if QUANT:
-                qk = qk * k_sc[None, :]
+                qk = qk * q_down[:, None] * k_sc[None, :]
             visible = key_ok[None, :] & (keys[None, :] <= pos[:, None]) & (keys[None, :] >= pos[:, None] - left)
             qk = tl.where(visible, qk * qk_scale, float("-inf"))
             m_ij = tl.maximum(m_i, tl.max(qk, 1))
             m_use = tl.where(m_ij == float("-inf"), 0.0, m_ij)   # a row that has seen nothing yet
             p = tl.math.exp2(qk - m_use[:, None])
             alpha = tl.math.exp2(m_i - m_use)                   # rescale what came before
-            if QUANT:   # sum_j p_j (c_j s_j) = sum_j (p_j s_j) c_j
-                acc = tl.dot((p * v_sc[None, :]).to(v.dtype), v, acc * alpha[:, None])
+            if QUANT:   # sum_j p_j (c_j s_j) = s_max sum_j (p_j s_j / s_max) c_j: float16 weights in [0, 1]
+                v_max = tl.max(v_sc, 0)
+                v_max = tl.where(v_max > 0.0, v_max, 1.0)   # a tile of masked keys: scales 0
+                acc = acc * alpha[:, None] + v_max * tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)
             else:
                 acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)

@@ -50,6 +50,19 @@ MUTANTS = [
     Patch("kernel_v_unscaled",
           "The kernel forgets the value scales (p times the raw codes): the output is off by each "
           "token's scale.",
-          "                acc = tl.dot((p * v_sc[None, :]).to(v.dtype), v, acc * alpha[:, None])\n",
-          "                acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])\n", file=KERNEL),
+          "                acc = acc * alpha[:, None] + v_max * tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)\n",
+          "                acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)\n", file=KERNEL),
+    Patch("kernel_tile_scale_dropped",
+          "The kernel divides the value scales by the tile's largest (to keep the float16 weights in "
+          "[0, 1]) and forgets to multiply it back: each tile's share of the output shrinks by its "
+          "own largest scale, exact only where that is 1.",
+          "                acc = acc * alpha[:, None] + v_max * tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)\n",
+          "                acc = acc * alpha[:, None] + tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)\n",
+          file=KERNEL),
+    Patch("kernel_scores_not_scaled_back",
+          "The kernel scales each row of q by a power of two into float16's range and forgets to "
+          "scale the scores back: softmax sees the logits times 2^(141 - e), right only for rows whose "
+          "largest |q| has biased exponent 141 (|q| in [16384, 32768)).",
+          "                qk = qk * q_down[:, None] * k_sc[None, :]\n",
+          "                qk = qk * k_sc[None, :]\n", file=KERNEL),
 ]

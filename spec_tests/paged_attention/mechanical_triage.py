@@ -190,7 +190,8 @@ TRIAGE = {
     ("optimized", "if triton is None or q.dtype not in KERNEL_DTYPES or not 1 <= q.shape[-1] <= 256:", "not in -> in"): (
         "equivalent", "the dispatch then sends float16/bfloat16 to the reference's plan and float32/float64 to the "
                       "kernels (which compute them under the interpreter): the same contract's results either way"),
-    ("optimized", "acc = tl.dot((p * v_sc[None, :]).to(v.dtype), v, acc * alpha[:, None])", "* -> /"): (
+    ("optimized", "acc = acc * alpha[:, None] + v_max * tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)",
+     "* -> /"): (
         "outside the contract", "the QUANT path of the kernel (a quantised cache): paged_attention never takes it; "
                                 "kv_quant's spec does"),
 }
