@@ -59,6 +59,13 @@ MUTANTS = [
           "                acc = acc * alpha[:, None] + v_max * tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)\n",
           "                acc = acc * alpha[:, None] + tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)\n",
           file=KERNEL),
+    Patch("kernel_q_cast_unscaled",
+          "The kernel casts q straight to float16 for its float16 dots (no power-of-two scaling): a "
+          "bfloat16 q beyond float16's range (|q| > 65504) becomes inf, its scores NaN.",
+          "            q_down = ((e - 14) << 23).to(tl.float32, bitcast=True)     # 2^(e - 141)\n"
+          "            q = (q32 * q_up[:, None]).to(tl.float16)\n",
+          "            q_down = tl.full([BLOCK_M], 1.0, tl.float32)\n"
+          "            q = q32.to(tl.float16)\n", file=KERNEL),
     Patch("kernel_scores_not_scaled_back",
           "The kernel scales each row of q by a power of two into float16's range and forgets to "
           "scale the scores back: softmax sees the logits times 2^(141 - e), right only for rows whose "

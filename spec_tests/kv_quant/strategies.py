@@ -15,6 +15,8 @@ blocks, partial last blocks, spare table columns), then:
     "zero_rows"   about a third of the token-heads all zero (scale floor, codes 0)
     "mixed"       each token's magnitude 2^e, e uniform in [-20, 20] ([-8, 8] for float16): every
                   row its own scale
+    "huge_q"      q times 2^24 (bf16/float32: beyond float16's range, where a kernel that runs its
+                  dots in float16 must scale q first), or 2^4 (float16); K, V normal
 * quantises each sequence's K, V with ``quantize`` (the test passes the reference's or the
   implementation's quantize_kv) and writes codes and scales to the pools; every slot no query may
   see holds a NaN code (E4M3) or the code -128 (INT8) and a NaN scale, so an implementation that
@@ -31,7 +33,7 @@ from conformance.strategies import DTYPES, generator
 from spec_tests.kv_quant.oracles import CODE
 from spec_tests.paged_attention.strategies import PagedCase, paged_cases
 
-PROFILES = ("normal", "outliers", "equal_keys", "tiny", "huge", "zero_rows", "mixed")
+PROFILES = ("normal", "outliers", "equal_keys", "tiny", "huge", "zero_rows", "mixed", "huge_q")
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,10 @@ class QuantCase:
         for b in range(1, len(ks)):
             n_sh = _shared(p, b) * bs
             ks[b][:n_sh], vs[b][:n_sh] = ks[0][:n_sh], vs[0][:n_sh]
-        return x.q.to(dt), ks, vs, x.block_tables, x.k_cache.shape[0]
+        q = x.q
+        if self.profile == "huge_q":
+            q = q * (2.0 ** 4 if dt == torch.float16 else 2.0 ** 24)
+        return q.to(dt), ks, vs, x.block_tables, x.k_cache.shape[0]
 
     def build(self, quantize, device="cpu") -> QuantInputs:
         """``quantize(x, dtype) -> (codes, scale)``: whose quantize_kv writes the cache."""

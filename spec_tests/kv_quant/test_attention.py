@@ -147,12 +147,16 @@ ADVERSARIAL = [
     QuantCase(PagedCase((26, 12), 0, 4, 2, 32, 8, None, "bfloat16", 27), "int8", "zero_rows"),
     # every token its own magnitude 2^-20..2^20
     QuantCase(PagedCase((30, 5), 0, 4, 2, 16, 16, None, "float32", 28, scale=0.0), "fp8", "mixed"),
+    # q up to ~2^26 in bfloat16: beyond float16's range (a kernel running its dots in float16)
+    QuantCase(PagedCase((18, 33), 0, 4, 2, 16, 8, None, "bfloat16", 29), "fp8", "huge_q"),
+    QuantCase(PagedCase((18, 33), 0, 4, 2, 16, 8, None, "bfloat16", 30), "int8", "huge_q"),
 ]
 
 
 @pytest.mark.parametrize("case", ADVERSARIAL, ids=lambda c: f"{c.fmt}-{c.profile}-{c.paged.dtype}")
 def test_adversarial_inputs_stay_within_the_bound(impl, device, case):
-    """Outlier tokens, all-equal keys, magnitudes 2^-100 and 2^100, zero rows, mixed magnitudes:
+    """Outlier tokens, all-equal keys, magnitudes 2^-100 and 2^100, zero rows, mixed magnitudes, q
+    beyond float16's range:
     the same two oracles (a test the per-token-head scales pass and a per-tensor scale fails)."""
     _check(impl, case, device)
 
