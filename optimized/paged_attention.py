@@ -151,7 +151,7 @@ if triton is not None:
             alpha = tl.math.exp2(m_i - m_use)                   # rescale what came before
             if QUANT:   # sum_j p_j (c_j s_j) = s_max sum_j (p_j s_j / s_max) c_j: float16 weights in [0, 1]
                 v_max = tl.max(v_sc, 0)
-                v_max = tl.where(v_max > 0.0, v_max, 1.0)   # a tile of masked keys: scales 0
+                v_max = tl.where(v_max > 0.0, v_max, 1.0)   # scales all 0 (legal: values 0)
                 acc = acc * alpha[:, None] + v_max * tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)
             else:
                 acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])

@@ -59,6 +59,11 @@ MUTANTS = [
           "                acc = acc * alpha[:, None] + v_max * tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)\n",
           "                acc = acc * alpha[:, None] + tl.dot((p * (v_sc / v_max)[None, :]).to(tl.float16), v)\n",
           file=KERNEL),
+    Patch("kernel_zero_scale_unguarded",
+          "The kernel divides the V scales by the tile's largest without guarding 0: a tile whose "
+          "scales are all 0 (legal: its values are 0) gives 0/0 = NaN weights.",
+          "                v_max = tl.where(v_max > 0.0, v_max, 1.0)   # scales all 0 (legal: values 0)\n",
+          "", file=KERNEL),
     Patch("kernel_q_cast_unscaled",
           "The kernel casts q straight to float16 for its float16 dots (no power-of-two scaling): a "
           "bfloat16 q beyond float16's range (|q| > 65504) becomes inf, its scores NaN.",

@@ -171,6 +171,32 @@ def test_end_to_end_with_the_implementations_quantizer(impl, device, fmt):
         _check(impl, case, device, quantize=impl.get("quantize_kv"))
 
 
+@pytest.mark.parametrize("fmt", ("fp8", "int8"))
+def test_zero_scales_are_zero_values(impl, device, fmt):
+    """A scale of 0 is a legal value (codes times 0: the values are 0; nothing checks scales'
+    values, which would need a sync). With every V scale 0 the output is exactly 0; with every K
+    scale 0 too, attention is uniform, lse = log(visible keys). Pins a kernel that divides by a
+    tile's largest V scale without guarding 0."""
+    fn = impl.get("quantized_paged_attention")
+    case = QuantCase(PagedCase((21, 40), 0, 4, 2, 16, 8, None, "bfloat16", 53, shared_blocks=1), fmt)
+    x = case.build(reference_quantize, device)
+    ks, vs = x.k_scale.clone(), x.v_scale.clone()
+    ks[ks.isfinite()], vs[vs.isfinite()] = 0.0, 0.0          # the slots no query sees keep NaN
+    vhat = [dequantized(c, torch.zeros_like(sc)) for c, sc in x.v_codes]
+    for k_scale, zero_k in ((x.k_scale, False), (ks, True)):
+        args = (x.q, x.k_cache, x.v_cache, k_scale, vs, x.block_tables, x.seq_lens)
+        out, lse = fn(*args, return_lse=True, **case.kwargs)
+        ref_out, ref_lse = reference_attention(*(t.cpu() for t in args), return_lse=True, **case.kwargs)
+        khat = [dequantized(c, torch.zeros_like(sc) if zero_k else sc) for c, sc in x.k_codes]
+        _, oracle_lse = attention64(x.q4, khat, vhat, **case.kwargs)
+        oracle_lse = oracle_lse[:, 0] if x.q.dim() == 3 else oracle_lse
+        assert torch.equal(ref_out, torch.zeros_like(ref_out))
+        assert not out.isnan().any() and torch.equal(out.cpu(), torch.zeros_like(ref_out)), (
+            f"every V scale 0 (values 0): out must be exactly 0, got max |out| "
+            f"{float(out.nan_to_num(1e30).abs().max()):.4g} (NaN: {bool(out.isnan().any())})\n    case: {case!r}")
+        assert_close_to_oracle(lse.cpu(), ref_lse, oracle_lse, name="lse with V scales 0", inputs=dict(case=case))
+
+
 def test_omitted_arguments_mean_the_defaults(impl, device):
     """Omitting scale, window and return_lse is passing None, None, False: out alone, softmax scale
     1/sqrt(head_dim)."""
