@@ -44,6 +44,8 @@ def check(impl, reference, kw: dict, name: str = "y") -> torch.Tensor:
 @example(case=LoraCase(0, 8, 6, 2, 2, 8.0, "float16", 4)).via("boundary: empty batch")
 @example(case=LoraCase(9, 40, 40, 4, 8, -4.0, "bfloat16", 5, "grouped")).via(
     "boundary: 9 rows (two row blocks), widths past one 32-wide tile, negative alpha")
+@example(case=LoraCase(5, 20, 1, 3, 24, 16.0, "float32", 6, "distinct")).via(
+    "boundary: rank 24 (above 16 and not a power of two: a kernel's rank tile must cover it), one output column")
 @settings(max_examples=_scaled(10))
 @given(case=lora_cases())
 def test_matches_oracle(impl, reference, case):
@@ -119,6 +121,16 @@ def test_scaling_is_alpha_over_rank(impl, reference, case):
                   alpha=2 * kw["alpha"])
     check(impl, reference, padded, name="rank padded to 2r, alpha doubled")
     check(impl, reference, dict(kw, alpha=0.0), name="alpha 0")
+
+
+def test_zero_width_input(impl):
+    """d_in = 0 is a legal shape (x (B, 0), W (d_out, 0), A (N, r, 0)): every product is an empty sum,
+    y is exactly 0 (d_out columns), rows with and without an adapter alike."""
+    x, w = torch.zeros(3, 0), torch.zeros(4, 0)
+    a, b = torch.zeros(2, 3, 0), torch.randn(2, 4, 3, generator=torch.Generator().manual_seed(7))
+    ids = torch.tensor([0, 1, -1])
+    got = impl.get("lora_forward")(x, w, a, b, ids, 8.0)
+    assert torch.equal(got, torch.zeros(3, 4)), f"d_in = 0: y must be exactly 0 (3 x 4), got {got}"
 
 
 def test_hand_computed(impl):
