@@ -105,6 +105,8 @@ def routed(draw):
 @example(case=([[0, 1], [0, 1], [1, 0]], 3, 0.75)).via(
     "mutant:queue_token_major mutant:kept_at_capacity mutant:capacity_floor")
 @example(case=([[1], [1], [1], [0]], 3, 1.0)).via("mutant:capacity_floor mutant:kept_at_capacity")
+@example(case=([[0]] * 8, 2, 1.0)).via(
+    "boundary: eight tokens on one of two experts, capacity 4: above the width d = E = 2, below T = 8")
 @settings(max_examples=_scaled(8))
 @given(case=routed())
 def test_dropped_tokens_are_the_rule(impl, case):
@@ -122,7 +124,8 @@ def test_defaults(impl, reference):
 
 
 def test_strided_inputs(impl, reference):
-    """x a column slice of a wider buffer, weights transposed views: the contiguous result."""
+    """x a column slice of a wider buffer, weights transposed views, w_gate and w_up of different
+    strides: the contiguous result."""
     kw = MoECase(5, 6, 7, 3, 2, 1.0, True, "bfloat16", 12, "skewed").build()
     wide = torch.cat([kw["x"], torch.full_like(kw["x"], float("nan"))], dim=1)[:, : kw["x"].shape[1]]
     kw2 = dict(kw, x=wide, w_gate=kw["w_gate"].transpose(1, 2).contiguous().transpose(1, 2),
@@ -131,3 +134,9 @@ def test_strided_inputs(impl, reference):
     y = impl.get("moe_forward")(**kw2)
     oracle, _, _ = oracles.moe(**kw)
     assert_close_to_oracle(y, reference.get("moe_forward")(**kw), oracle, name="moe_forward on strided views", inputs=kw2)
+    # w_gate and w_up of different strides (one a transposed view, the other contiguous): a kernel
+    # that reads both with one set of strides must copy first
+    kw3 = dict(kw, w_up=kw["w_up"].transpose(1, 2).contiguous().transpose(1, 2))
+    y3 = impl.get("moe_forward")(**kw3)
+    assert_close_to_oracle(y3, reference.get("moe_forward")(**kw), oracle,
+                           name="moe_forward with w_gate contiguous and w_up a transposed view", inputs=kw3)
