@@ -62,9 +62,9 @@ def check_runs(impl, reference, runs, **kw):
                (MoECase(4, 3, 3, 2, 1, 1.0, True, "float32", 25), (4, 0)),
                (MoECase(6, 5, 4, 4, 2, None, True, "bfloat16", 23), (2, 4)),
                (MoECase(0, 3, 3, 2, 1, 1.0, True, "float32", 24), (0, 0)),
+               # float64, which an optimized implementation's kernels may refuse (their fallback path)
                (MoECase(5, 4, 3, 2, 1, None, True, "float64", 26), (2, 3))]).via(
-    "mutant:ep_capacity_from_local_tokens mutant:ep_rank_offset_ignored; "
-    "boundary: float64, which an optimized implementation's kernels may refuse (their fallback path)")
+    "mutant:ep_capacity_from_local_tokens mutant:ep_rank_offset_ignored")
 @settings(max_examples=_scaled(2))
 @given(runs=st.lists(ep_runs(), min_size=2, max_size=3))
 def test_ep_equals_dense(impl, reference, runs):
