@@ -47,6 +47,20 @@ def test_running_first_then_chunked_admission(impl):
     assert dict(o.num_computed_tokens) == {"a": 4, "b": 3} and list(o.sampling) == ["a", "b"]
 
 
+def test_steps_are_numbered_from_one(impl):
+    """``SchedulerOutput.step`` is 1 for the first ``schedule()`` and counts up by one a step, empty
+    steps included (nothing waiting, nothing running)."""
+    s = sched(impl, 16, 2, 4, 4)
+    got = []
+    for rid in ("a", "b"):
+        s.add_request(rid, [1, 2, 3], 2)
+        for _ in range(3):
+            o = s.schedule()
+            got.append(o.step)
+            s.update(o, {r: 1 for r in o.sampling})
+    assert got == [1, 2, 3, 4, 5, 6], f"steps numbered {got}; the contract's: [1, 2, 3, 4, 5, 6]"
+
+
 def test_whole_prefill_is_passed_not_chunked(impl):
     """Without chunked prefill a prompt that does not fit the budget left waits (keeping its place at
     the front), and a later one that fits is admitted past it (vLLM v1)."""
