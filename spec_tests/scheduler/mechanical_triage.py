@@ -22,4 +22,14 @@ TRIAGE = {
         "equivalent", "after _allocate_or_preempt returns False the request preempted itself, the last of "
                       "_running (the newest go first), so i == len(_running) and the loop ends either way"),
     ("reference", "while i < len(self._running) and budget > 0:", "0 -> -1"): ("equivalent", _UNREACHABLE),
+    ("reference", "step: int = 0                                             # 1 for the first schedule()", "0 -> -1"): (
+        "equivalent", "the dataclass field's default: schedule() always passes step= (test_steps_are_numbered_from_one)"),
+    ("reference", "break  # req preempted itself", "break -> continue"): (
+        "equivalent", "after _allocate_or_preempt returns False the request preempted itself, the last of "
+                      "_running (the newest go first), so i == len(_running) and the loop ends either way"),
+    ("optimized", "while i < len(self._running) and budget > 0:", "0 -> -1"): ("equivalent", _UNREACHABLE),
+    ("optimized", "while i < len(self._running) and budget > 0:", "> -> >="): ("equivalent", _UNREACHABLE),
+    ("reference", "req.num_computed_tokens = 0", "0 -> 1"): (
+        "equivalent", "a preempted request waits; the reference's admission sets num_computed_tokens = hit_tokens "
+                      "before anything reads it (its n is num_tokens - hit_tokens), so the 1 is never seen"),
 }
