@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 
 import torch
 
+from optimized._device import INTERPRET, sm_count, triton_runs_on  # noqa: F401 (INTERPRET: read by the tests)
 from reference.attention import attention as _reference_attention
 from reference.attention import check_attention_inputs
 from reference.flash_attention import attention_varlen as _reference_attention_varlen
@@ -53,7 +53,6 @@ try:  # Triton is optional: without it everything takes the PyTorch path.
 except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
     triton = None
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 LOG2E = 1.4426950408889634
 KERNEL_DTYPES = (torch.float16, torch.bfloat16)
 UNBOUNDED = 1 << 30  # an unbounded window reach (see _reach)
@@ -485,9 +484,7 @@ def kernel_supports(q: torch.Tensor) -> bool:
     d = q.shape[-1]
     if d % 8 or not 8 <= d <= 256:
         return False
-    if q.device.type == "cuda":
-        return not INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 9
-    return q.device.type == "cpu" and INTERPRET
+    return triton_runs_on(q, min_major=9)
 
 
 def _tma_aligned(t: torch.Tensor) -> bool:
@@ -509,20 +506,6 @@ def _host_desc(t: torch.Tensor, block_rows: int, block_d: int):
     if t.dim() != 4 or min(t.shape) == 0 or not _tma_aligned(t):
         return None
     return TensorDescriptor(t, list(t.shape), list(t.stride()), [1, 1, block_rows, block_d])
-
-
-_SM_COUNT: dict = {}
-
-
-def _sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of a CUDA device; 1 under the interpreter (a handful of persistent
-    programs, each looping over several work items)."""
-    if device.type != "cuda":
-        return 1
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if index not in _SM_COUNT:
-        _SM_COUNT[index] = torch.cuda.get_device_properties(index).multi_processor_count
-    return _SM_COUNT[index]
 
 
 def fwd_shared_bytes(block_m: int, block_n: int, block_d: int, num_stages: int, element_size: int,
@@ -608,7 +591,7 @@ def _flash_forward(q, k, v, cu_q, cu_k, max_q, max_k, causal, window, scale, con
                 if per_sm is None:
                     per_sm = _programs_per_sm(block_m, block_n, block_d, cfg.get("num_warps", 4),
                                               cfg.get("num_stages", 3), q.element_size())
-                grid = (min(grid[0] * q_heads * batch, _sm_count(q.device) * per_sm),)
+                grid = (min(grid[0] * q_heads * batch, max(1, sm_count(q.device)) * per_sm),)
             _fwd_kernel_host[grid](
                 *descs, lse, *_lse_strides(lse, False), n_q, n_k, q_heads, batch, scale * LOG2E, left,
                 right, group, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, MASK_FREE=mask_free,

@@ -24,11 +24,10 @@ plugin when there is no GPU); float64 x, and CPU without the interpreter, take t
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
 
 import torch
 
+from optimized._device import sm_count, triton_runs_on
 from reference.lora import check_lora_inputs, merge_lora  # noqa: F401
 from reference.lora import lora_forward as _reference_lora_forward
 
@@ -41,7 +40,6 @@ except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
 
 __all__ = ["lora_forward", "merge_lora"]
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -49,9 +47,7 @@ def kernel_supports(x: torch.Tensor) -> bool:
     """True if :func:`lora_forward` on ``x`` runs the Triton kernels."""
     if triton is None or x.dtype not in KERNEL_DTYPES:
         return False
-    if x.device.type == "cuda":
-        return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8
-    return x.device.type == "cpu" and INTERPRET
+    return triton_runs_on(x)
 
 
 MAX_SPLIT_K = 32   # the expand adds SPLIT_K partials per row (an unrolled loop): bounded
@@ -95,11 +91,6 @@ def launch_config(rank: int, d_in: int, d_out: int, batch: int, device_type: str
     return cfg
 
 
-@functools.lru_cache(maxsize=16)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def lora_apply(x, base_weight, lora_a, lora_b, adapter_ids, alpha: float) -> torch.Tensor:
     """Steps 1-3 of the module doc on arguments :func:`lora_forward` has checked (no host sync)."""
     batch, d_in = x.shape
@@ -109,7 +100,7 @@ def lora_apply(x, base_weight, lora_a, lora_b, adapter_ids, alpha: float) -> tor
     if batch == 0 or d_out == 0 or adapters == 0:
         return y
     y = y.contiguous()
-    sms = _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()) if x.is_cuda else 0
+    sms = sm_count(x.device)
     cfg = launch_config(rank, d_in, d_out, batch, x.device.type, sms)
     split = cfg["SPLIT_K"]
     v_part = torch.empty((split, batch, cfg["BLOCK_R"]), dtype=torch.float32, device=x.device)  # shrink writes all

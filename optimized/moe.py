@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 
 import torch
 
+from optimized._device import triton_runs_on
 from reference._checks import compute_dtype
 from reference.moe import (_check_bool, _check_k, _check_layer, _ep_forward, _positions, _route, dispatch_positions,  # noqa: F401
                            expert_capacity, load_balance_loss, route_topk)
@@ -45,7 +45,6 @@ except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
 __all__ = ["route_topk", "expert_capacity", "dispatch_positions", "load_balance_loss", "moe_forward",
            "ep_moe_forward"]
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 KERNEL_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
@@ -53,9 +52,7 @@ def kernel_supports(x: torch.Tensor) -> bool:
     """True if :func:`moe_forward` on ``x`` runs the Triton kernels."""
     if triton is None or x.dtype not in KERNEL_DTYPES:
         return False
-    if x.device.type == "cuda":
-        return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8
-    return x.device.type == "cpu" and INTERPRET
+    return triton_runs_on(x)
 
 
 @functools.lru_cache(maxsize=256)

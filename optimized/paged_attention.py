@@ -43,11 +43,11 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from typing import NamedTuple
 
 import torch
 
+from optimized._device import triton_runs_on
 from reference.paged_attention import check_max_seq_len, check_paged_attention_inputs, check_run_metadata
 from reference.paged_attention import first_visible, masked_paged_attention, run_metadata
 
@@ -59,7 +59,6 @@ except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
 
 __all__ = ["paged_attention", "PagedAttentionPlan"]
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 LOG2E = 1.4426950408889634
 KERNEL_DTYPES = (torch.float16, torch.bfloat16)
 MAX_ROWS = 128        # q_len * group rows held by one program
@@ -252,9 +251,7 @@ def kernel_supports(q: torch.Tensor, k_cache: torch.Tensor) -> bool:
     q_len = 1 if q.dim() == 3 else q.shape[1]
     if q_len * (q.shape[-2] // k_cache.shape[2]) > MAX_ROWS:
         return False
-    if q.device.type == "cuda":
-        return not INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 8
-    return q.device.type == "cpu" and INTERPRET
+    return triton_runs_on(q)
 
 
 def _unit_last(t: torch.Tensor) -> torch.Tensor:

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
 
 import torch
 
+from optimized._device import sm_count, triton_runs_on
 from reference.weight_quant import check_w4a16_inputs
 from reference.weight_quant import dequantize, gptq, pack_int4, quantize, unpack_int4  # noqa: F401
 from reference.weight_quant import w4a16_matmul as _reference_w4a16_matmul
@@ -44,7 +44,6 @@ except ImportError:  # pragma: no cover - triton is a dependency on linux x86-64
 
 __all__ = ["quantize", "dequantize", "pack_int4", "unpack_int4", "gptq", "w4a16_matmul"]
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import
 KERNEL_DTYPES = (torch.float16, torch.bfloat16)
 GROUP_MULTIPLE = 32
 REDUCE_BLOCK = 1024
@@ -88,18 +87,11 @@ def launch_config(m: int, n: int, k: int, group: int, device_type: str, sms: int
     return cfg
 
 
-@functools.lru_cache(maxsize=16)
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def kernel_supports(x: torch.Tensor, group_size: int) -> bool:
     """True if w4a16_matmul on ``x`` with groups of ``group_size`` columns runs the kernels."""
     if triton is None or x.dtype not in KERNEL_DTYPES or group_size % GROUP_MULTIPLE:
         return False
-    if x.device.type == "cuda":
-        return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8
-    return x.device.type == "cpu" and INTERPRET
+    return triton_runs_on(x)
 
 
 _WORKSPACE: dict = {}
@@ -150,9 +142,7 @@ def w4a16_matmul_with(x, qweight, scales, zeros, *, config: dict | None = None):
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m and n:
         if config is None:
-            sms = _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()) \
-                if x.is_cuda else 0
-            config = launch_config(m, n, k, group, x.device.type, sms)
+            config = launch_config(m, n, k, group, x.device.type, sm_count(x.device))
         _launch(x2, qweight, scales, zeros, out, group, config)
     return out.reshape(*x.shape[:-1], n)
 

@@ -59,8 +59,8 @@ TRIAGE = {
     ("optimized", "if isinstance(current, _allocation.NullAllocator):", "isinstance(a, b, ...) -> isinstance(b, a, ...)"): (
         "outside the contract", "_ensure_allocator runs only for CUDA tensors (q.is_cuda), never on the CPU path "
                                 "the mechanical run executes (on an sm_90 GPU it would raise TypeError)"),
-    ("optimized", "return 1", "1 -> 0"): (
-        "outside the contract", "_sm_count sizes only the PERSISTENT grid, which no contract name reaches "
+    ("optimized", "grid = (min(grid[0] * q_heads * batch, max(1, sm_count(q.device)) * per_sm),)", "1 -> 0"): (
+        "outside the contract", "the SM count sizes only the PERSISTENT grid, which no contract name reaches "
                                 "(fwd_config never sets PERSISTENT); test_host_descriptor_forward_has_the_device_"
                                 "path_bits (bundled) catches it"),
     ("optimized", "return element_size * block_d * (block_m * (2 if persistent else 1) + 2 * max(num_stages, 1) "

@@ -20,8 +20,6 @@ _TILE_CPU = ("equivalent", "a launch shape under the interpreter (tiles, splits,
              "every split non-empty and summed")
 _OTHER_PATH = ("equivalent", "the dispatch then sends CPU tensors to the reference's path instead of the kernels: the "
                "same contract's result")
-_GPU_SUPPORTS = ("outside the contract", "kernel_supports' CUDA branch (compute capability >= 8): unreachable on a CPU "
-                 "machine")
 _SMS = ("outside the contract", "the SM count: read only on the GPU (launch_config's CUDA branch), 0 on the CPU and unused there")
 _EMPTY = ("equivalent", "the early return is a shortcut: without it an empty batch / d_out launches empty grids and a "
           "batch of no adapters (every id -1) leaves every row the base product, the same y")
@@ -35,17 +33,7 @@ TRIAGE = {
 
 # The sweep of every variant of the optimized modules (2026-12-07; the module doc).
 TRIAGE.update({
-    ("optimized", "@functools.lru_cache(maxsize=16)", c): ("equivalent", "the SM-count cache's size: a cache, same answers")
-    for c in ("16 -> 15", "16 -> 17")})
-TRIAGE.update({
-    ("optimized", 'INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import',
-     "== -> !="): _OTHER_PATH,
     ("optimized", 'if triton is None or x.dtype not in KERNEL_DTYPES:', "is -> is not"): _OTHER_PATH,
-    ("optimized", 'if x.device.type == "cuda":', "== -> !="): _OTHER_PATH,
-    ("optimized", 'return x.device.type == "cpu" and INTERPRET', "== -> !="): _OTHER_PATH,
-    ("optimized", 'return x.device.type == "cpu" and INTERPRET', "and -> or"): (
-        "equivalent", "on the CPU machine INTERPRET is set whenever the spec runs the kernels; with it off the "
-                      "CPU takes the reference's path either way, the same contract"),
     ("optimized", "adapters, rank = lora_a.shape[0], lora_a.shape[1]", "0 -> 1"): (
         "equivalent", "adapters then reads the rank (>= 1, checked): only the early return's adapters == 0 test "
                       "uses it, and a batch of no adapters computes the base alone through the kernels too"),
@@ -82,10 +70,6 @@ TRIAGE.update({
        for c in ("4 -> 3", "4 -> 3 (#2)", "4 -> 5", "4 -> 5 (#2)")},
     **{("optimized", 'cfg["BLOCK_K"] //= 2', c): _GPU for c in ("//= -> /=", "2 -> 1", "2 -> 3", 'drop `cfg["BLOCK_K"] //= 2`')},
     ("optimized", 'programs = triton.cdiv(batch, cfg["BLOCK_M"])', "cdiv(a, b, ...) -> cdiv(b, a, ...)"): _GPU,
-    **{("optimized", "return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8", c): _GPU_SUPPORTS
-       for c in ("0 -> -1", "0 -> 1", "8 -> 7", "8 -> 9", ">= -> >", "and -> or", "not x -> x")},
-    **{("optimized", "sms = _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()) if x.is_cuda else 0", c): _SMS
-       for c in ("0 -> -1", "0 -> 1", "is not -> is")},
     **{("optimized", "want = min(triton.next_power_of_2(triton.cdiv(max(sms, 1), max(programs, 1))), MAX_SPLIT_K)", c): _GPU
        for c in ("1 -> 0", "1 -> 0 (#2)", "1 -> 2", "1 -> 2 (#2)", "cdiv(a, b, ...) -> cdiv(b, a, ...)", "max -> min",
                  "max -> min (#2)", "max(a, b, ...) -> max(b, a, ...)", "max(a, b, ...) -> max(b, a, ...) (#2)", "min -> max",

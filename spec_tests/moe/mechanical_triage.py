@@ -21,7 +21,6 @@ dispatch's other path, bookkeeping of skipped rows and masked lanes (equivalent)
 """
 
 _GPU = ("outside the contract", "the GPU-only branch of launch_config (a CUDA device): never taken on the CPU")
-_GPU_SUPPORTS = ("outside the contract", "kernel_supports' CUDA branch (compute capability >= 8): unreachable on a CPU machine")
 _OTHER_PATH = ("equivalent", "the dispatch then sends CPU tensors to the reference's path instead of the kernels: the "
                "same contract's result")
 _MASKED = ("equivalent", "the value of a masked lane: rows outside the aligned run (row_ok false) load and store nothing")
@@ -30,9 +29,6 @@ _EMPTY = ("equivalent", "the early return is a shortcut: with no row the aligned
           "down kernel's grid has no column; the zeros are returned all the same")
 
 TRIAGE = {
-    ("optimized", 'return x.device.type == "cpu" and INTERPRET', "and -> or"): (
-        "equivalent", "on the CPU under the interpreter both read True; the variant differs only for a tensor on a "
-                      "device neither cpu nor cuda, which no contract function computes on"),
     ("optimized", 'if device_type != "cuda":', "!= -> =="): (
         "equivalent", "the CPU then takes the GPU's tile sizes: other tiles, the same contract (the kernels mask "
                       "every tile edge); only speed differs"),
@@ -53,11 +49,7 @@ TRIAGE = {
 TRIAGE.update({
     **{("optimized", "@functools.lru_cache(maxsize=256)", c): ("equivalent", "a cache's size: same answers")
        for c in ("256 -> 255", "256 -> 257")},
-    ("optimized", 'INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # read once: triton.jit decided at import',
-     "== -> !="): _OTHER_PATH,
     ("optimized", "if triton is None or x.dtype not in KERNEL_DTYPES:", "is -> is not"): _OTHER_PATH,
-    ("optimized", 'if x.device.type == "cuda":', "== -> !="): _OTHER_PATH,
-    ("optimized", 'return x.device.type == "cpu" and INTERPRET', "== -> !="): _OTHER_PATH,
     ("optimized", "if not kernel_supports(rows):", "not x -> x"): _OTHER_PATH,
     **{("optimized", "bm = 16 if n_rows <= 256 else 64", c): _GPU
        for c in ("16 -> 15", "256 -> 255", "256 -> 257", "64 -> 63", "64 -> 65", "<= -> <")},
@@ -69,8 +61,6 @@ TRIAGE.update({
        for c in ("1 -> 0", "1 -> 2")},
     **{("optimized", "return dict(BLOCK_M=16, BLOCK_N_UP=16, BLOCK_N_DOWN=16, BLOCK_K_UP=16, BLOCK_K_DOWN=16, num_warps=4,", c): (
         "equivalent", "num_warps under the interpreter: ignored") for c in ("4 -> 3", "4 -> 5")},
-    **{("optimized", "return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8", c): _GPU_SUPPORTS
-       for c in ("0 -> -1", "0 -> 1", "8 -> 7", "8 -> 9", ">= -> >", "and -> or", "not x -> x")},
     ("optimized", "cfg = launch_config(n, d, f, x.device.type)", "launch_config(a, b, ...) -> launch_config(b, a, ...)"): (
         "equivalent", "launch_config's CPU branch reads neither n_rows nor d: the same tiles"),
     ("optimized", "counts = torch.zeros(num_experts + 1, dtype=torch.int64, device=device)", "1 -> 2"): (

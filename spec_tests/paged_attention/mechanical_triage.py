@@ -13,9 +13,7 @@ sequence with a window (test_many_query_rows_per_kv_head; kills optimized 34, wh
 caches whose last dimension has stride 0 (test_inputs_with_a_broadcast_last_dimension; kills
 optimized 230, which copied unit strides and passed stride 0 to the kernel as is).
 
-Classed "outside the contract" at the end of TRIAGE (the CPU run cannot reach them): optimized ``return q.device.type == "cpu" and INTERPRET`` (and -> or)
-differs only for CPU tensors without TRITON_INTERPRET, which the test plugin always sets on a
-machine without a GPU (a subprocess test without it would see the kernel fail); the CUDA-only
+Classed "outside the contract" at the end of TRIAGE (the CPU run cannot reach them): the CUDA-only
 ``num_warps`` 3/5 of decode_config and of the merge launch (the interpreter ignores num_warps;
 whether Triton on a GPU accepts a warp count that is not a power of two is unchecked); and the
 MAX_ROWS test read as ``q_len / group`` or with ``q.shape[0]`` (batch) for q_len (a kernel of more
@@ -69,10 +67,6 @@ TRIAGE = {
     ("optimized", "out, lse = out[:, 0], lse[:, 0]", "0 -> 1"): (
         "outside the contract", "the line of paged_attention_unchecked (not in __all__); paged_attention's own "
                                 "copy is a later line"),
-    ("optimized", 'if q.device.type == "cuda":', "== -> !="): (
-        "equivalent", "dispatch only: on CPU under the interpreter the variant returns `not INTERPRET and ...` = False, "
-                      "on CUDA `q.device.type == 'cpu' and ...` = False, so every call takes the reference's "
-                      "PyTorch path, the same contract (only speed differs, which the spec does not measure)"),
     ("optimized", "q_len = 1 if q.dim() == 3 else q.shape[1]", "1 -> 2"): (
         "equivalent", "dispatch only: a decode step with group 65..128 goes to the reference's PyTorch path "
                       "instead of the kernel: the same contract, only speed differs"),
@@ -93,10 +87,6 @@ TRIAGE = {
         "equivalent", "CUDA-only config: programs = 5 x SMs only changes plan's split count, a scheduling choice "
                       "(the split-KV merge is exact math; rounding within the tolerance rule)"),
     # The six left open by the first triage, classed by the lead: the CPU run cannot reach them.
-    ("optimized", 'return q.device.type == "cpu" and INTERPRET', "and -> or"): (
-        "outside the contract", "a CPU tensor without TRITON_INTERPRET: never the configuration of a spec run (the "
-                                "harness sets TRITON_INTERPRET before import on a machine without a GPU); on a GPU "
-                                "machine the variant sends CPU calls to a compiled kernel, which fails loudly"),
     ("optimized", 'return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)', "4 -> 3"): (
         "outside the contract", "CUDA-only launch config: the interpreter ignores num_warps; on a GPU a warp count "
                                 "that is not a power of two is rejected at launch (not run natively in this measure)"),
@@ -122,10 +112,6 @@ TRIAGE = {
     ("optimized", "if q_len * (q.shape[-2] // k_cache.shape[2]) > MAX_ROWS:", "> -> >="): (
         "equivalent", "dispatch only: exactly 128 rows per KV head then take the reference's PyTorch path instead "
                       "of the kernel (which never gets more rows than before): the same contract, only speed differs"),
-    ("optimized", "return not INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 8", "and -> or"): (
-        "outside the contract", "reached only for CUDA tensors (q.device.type == 'cuda'), never on the CPU run; there "
-                                "it differs only on a GPU of compute capability < 8 (or with TRITON_INTERPRET=1 on a "
-                                "GPU machine), where it sends calls to the kernel instead of the PyTorch path"),
     ("optimized", "splits = max(1, min(programs // max(units, 1), tiles // max(min_tiles, 1), MAX_SPLITS))", "1 -> 2"): (
         "equivalent", "at least 2 splits where the shapes chose 1 (then clamped to tiles): split-KV with an exact "
                       "merge is the same function for every split count, a scheduling choice (see the entry "
@@ -167,9 +153,6 @@ TRIAGE = {
                       "before the softmax whatever it is (0 or -1)"),
     ("optimized", "tiles = max(1, -(-span // block_n))", "max(a, b, ...) -> max(b, a, ...)"): (
         "equivalent", "max of two ints is symmetric"),
-    ("optimized", "return not INTERPRET and torch.cuda.get_device_capability(q.device)[0] >= 8", "8 -> 9"): (
-        "outside the contract", "the CUDA branch of kernel_supports: unreachable on a CPU machine (an H100/H200 is "
-                                "capability 9 and takes the kernels either way)"),
     ("optimized", "q4_shape = (q.shape[0], 1 if q.dim() == 3 else q.shape[1], q.shape[-2], q.shape[-1])", "3 -> 2"): (
         "equivalent", "a decode plan then sizes its tiles for q_len = q_heads: more padded query rows and a wider "
                       "window span, a launch shape; the run launches with the real q_len, whose partials fit the "

@@ -35,8 +35,6 @@ TRIAGE = {
     ("optimized", "cfg = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, "
                   "num_stages=4)", "128 -> 127"): _GPU,
     ("optimized", "if m <= 16:", "16 -> 15"): _GPU,
-    ("optimized", "if x.is_cuda else 0", "0 -> 1"): (
-        "equivalent", "the SM count passed for a CPU tensor: launch_config's CPU branch returns before reading sms"),
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "max -> min"): _TILES,
     ("optimized", "cfg = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=_pick_block_k(128, group), DOT=True, num_warps=4, "
                   "num_stages=4)", "4 -> 5"): _GPU,
@@ -44,20 +42,15 @@ TRIAGE = {
                   "num_stages=4)", "_pick_block_k(a, b, ...) -> _pick_block_k(b, a, ...)"): _GPU,
     ("optimized", "if bk <= preferred and group % bk == 0:", "0 -> 1"): _GPU,
     ("optimized", "if bk <= preferred and group % bk == 0:", "and -> or"): _GPU,
-    ("optimized", "return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8", "8 -> 9"): _GPU,
     ("optimized", "dot = m > 2", "> -> >="): ("equivalent", "two rows take the tensor-core tile path instead of the GEMV "
                                                           "path: both compute the same product (the spec's tolerance "
                                                           "rule holds for either; only the launch changes)"),
-    ("optimized", "@functools.lru_cache(maxsize=16)", "16 -> 17"): ("equivalent", "the SM-count cache's size: memory, "
-                                                                                  "not results"),
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "max(a, b, ...) -> max(b, a, ...)"): (
         "equivalent", "max is symmetric"),
     ("optimized", "@functools.lru_cache(maxsize=1024)", "1024 -> 1025"): ("equivalent", "a cache's size: memory, "
                                                                                       "not results"),
     ("optimized", "for bk in (preferred, 128, 64, 32):", "64 -> 65"): _GPU,
     ("optimized", "return 32", "32 -> 33"): _GPU,
-    ("optimized", "sms = _sm_count(x.device.index if x.device.index is not None else torch.cuda.current_device()) \\",
-     "is not -> is"): _GPU,
     ("optimized", "num_warps=4)", "4 -> 5"): _INTERP,
     ("optimized", "bm = 16 if dot else (1 if m == 1 else 2)", "== -> !="): _TILES,
     ("optimized", "per_split = -(-tiles // max(1, min(split, tiles)))", "1 -> 2"): _TILES,
@@ -101,11 +94,7 @@ TRIAGE = {
     ('optimized', 'cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=_pick_block_k(64, group), DOT=True, num_warps=8, num_stages=3)', '_pick_block_k(a, b, ...) -> _pick_block_k(b, a, ...)'): _GPU,
     ('optimized', 'cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=_pick_block_k(64, group), DOT=True, num_warps=8, num_stages=3)', '8 -> 7'): _GPU,
     ('optimized', 'cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=_pick_block_k(64, group), DOT=True, num_warps=8, num_stages=3)', '3 -> 4'): _GPU,
-    ('optimized', 'return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8', 'and -> or'): _GPU,
-    ('optimized', 'return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8', 'not x -> x'): _GPU,
-    ('optimized', 'return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8', '>= -> >'): _GPU,
-    ('optimized', 'return not INTERPRET and torch.cuda.get_device_capability(x.device)[0] >= 8', '8 -> 7'): _GPU,
-    ('optimized', 'config = launch_config(m, n, k, group, x.device.type, sms)', 'launch_config(a, b, ...) -> launch_config(b, a, ...)'): _TILES,
+    ('optimized', 'config = launch_config(m, n, k, group, x.device.type, sm_count(x.device))', 'launch_config(a, b, ...) -> launch_config(b, a, ...)'): _TILES,
     ('optimized', 'bm = 16 if dot else (1 if m == 1 else 2)', '2 -> 1'): _TILES,
     ('optimized', 'bm = 16 if dot else (1 if m == 1 else 2)', '1 -> 2 (#2)'): _TILES,
     ('optimized', 'return dict(BLOCK_M=bm, BLOCK_N=16, BLOCK_K=bk, DOT=dot, SPLIT_K=2 if tiles >= 2 else 1,', '2 -> 3'): _TILES,
