@@ -18,9 +18,6 @@ TRIAGE = {
         "equivalent", "min of two ints is symmetric"),
     ("optimized", "n = min(n, budget)", "min(a, b, ...) -> min(b, a, ...)"): (
         "equivalent", "min of two ints is symmetric"),
-    ("reference", "break", "break -> continue"): (
-        "equivalent", "after _allocate_or_preempt returns False the request preempted itself, the last of "
-                      "_running (the newest go first), so i == len(_running) and the loop ends either way"),
     ("reference", "while i < len(self._running) and budget > 0:", "0 -> -1"): ("equivalent", _UNREACHABLE),
     ("reference", "step: int = 0                                             # 1 for the first schedule()", "0 -> -1"): (
         "equivalent", "the dataclass field's default: schedule() always passes step= (test_steps_are_numbered_from_one)"),
@@ -32,4 +29,13 @@ TRIAGE = {
     ("reference", "req.num_computed_tokens = 0", "0 -> 1"): (
         "equivalent", "a preempted request waits; the reference's admission sets num_computed_tokens = hit_tokens "
                       "before anything reads it (its n is num_tokens - hit_tokens), so the 1 is never seen"),
+    ("reference", "self.refs = [0] * num_blocks", "0 -> -1"): (
+        "equivalent", "a block's count is read only after take() has set it to 1 (hits are cached blocks, and a block "
+                      "is cached only once taken): the starting value of a never-taken block is never read"),
+    ("optimized", "self._pushed += 1  # a tie-breaker: ids of different types do not compare", "+= -> -="): (
+        "equivalent", "the serial only breaks ties between heap entries of equal token counts; _min_need returns "
+                      "the count, which is the same whichever of the tied entries is on top"),
+    ("optimized", "if not self.enable_chunked_prefill and not self.enable_prefix_caching:", "and -> or"): (
+        "equivalent", "needs are then also pushed with chunked prefill or prefix caching on, where _min_need is "
+                      "never read (schedule() consults it only with both off): memory, not results"),
 }

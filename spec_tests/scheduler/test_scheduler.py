@@ -135,6 +135,40 @@ def test_prefix_hit_capped_and_cached_after_update(impl):
     assert list(o.block_tables["b"])[0] == list(o.block_tables["a"])[0]
 
 
+def test_a_hit_is_a_prefix_even_when_a_later_block_outlives_its_parent(impl):
+    """A hit is the longest cached *prefix* of blocks: it stops at the first block not cached, even
+    where a later block of the same chain is still cached. That happens after duplicate work: 'a'
+    and 'b' start together on the same first block, so only 'a''s copy of it is cached ('b''s second
+    block is cached, keyed by the whole prefix); 'c' then evicts 'a''s blocks and 'd', which shares
+    'b''s first two blocks, must start from token 0 (a continue past the gap would hand 'd' 'b''s
+    second block as its first)."""
+    s = sched(impl, 8, 2, 16, 4, enable_prefix_caching=True)
+    s.add_request("a", [1, 2, 3, 4, 5], 1)
+    s.add_request("b", [1, 2, 7, 7, 5], 1)
+    assert steps(s)[0][0] == {"a": 5, "b": 5}          # both whole, both finished: their blocks freed
+    s.add_request("c", [9] * 9, 1)                       # five blocks: the two never used, then 'a''s
+    assert steps(s)[0][:2] == ({"c": 9}, {"c": 0})
+    s.add_request("d", [1, 2, 7, 7, 8], 1)
+    o = s.schedule()
+    assert dict(o.num_computed_tokens) == {"d": 0}, (
+        f"'d' starts at {dict(o.num_computed_tokens)['d']} tokens: its first block [1, 2] was evicted, so no "
+        f"block of it is a prefix hit (the cached [1, 2, 7, 7] follows a block that is gone)")
+    assert dict(o.num_scheduled_tokens) == {"d": 5}
+
+
+def test_skipped_requests_keep_their_place_at_the_head(impl):
+    """Without chunked prefill a waiting request too long for the budget left is skipped, and the
+    skipped go back to the *head* of the queue, ahead of those the step did not reach: budget 4,
+    'x' (2) admitted, 'a' (3 > 2) skipped, 'c' (2) admitted, the budget spent before 'd'; waiting is
+    then [a, d], so the next step admits 'a', not 'd'."""
+    s = sched(impl, 16, 2, 4, 4, enable_chunked_prefill=False)
+    for rid, n, max_tokens in (("x", 2, 1), ("a", 3, 1), ("c", 2, 1), ("d", 3, 1)):
+        s.add_request(rid, [5] * n, max_tokens)
+    assert steps(s)[0][0] == {"x": 2, "c": 2}
+    got = steps(s)[0][0]
+    assert got == {"a": 3}, f"the step after the skip scheduled {got}: 'a' was skipped, so it is first in line"
+
+
 def test_request_tokens_match_alone_under_pressure(impl):
     """Six requests through a 5-block pool with a 3-token budget: every request's tokens equal its
     tokens alone, and the toy engine's laws hold at every step."""
