@@ -59,6 +59,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="once a concept has failed for an implementation, skip its remaining tests "
                      "for that implementation (the verdict is already 'failed'; used by the "
                      "mutant power run)")
+    g.addoption("--test-deadline", type=float, default=None, metavar="S",
+                help="fail a test of an in-process implementation still running after S seconds, "
+                     "and every replay Hypothesis then makes of it within a second (the mechanical "
+                     "power run: a variant that loops forever costs one test, not its process)")
 
 
 def under(path: Path, folder: Path) -> bool:

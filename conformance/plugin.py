@@ -20,8 +20,10 @@ built by the pytest-xdist controller.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import shlex
 from pathlib import Path
 
@@ -119,6 +121,39 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if impl.submission is not None:
             impl.submission.close()
     processes.shutdown()
+
+
+class TestDeadline(BaseException):
+    """Raised into a test that outlived ``--test-deadline``. A BaseException, not an Exception:
+    Hypothesis catches Exceptions (and pytest's ``Failed``, which pytest-timeout raises) as a failing
+    example and replays it while shrinking, with no alarm left to stop a replay that loops; this
+    one it lets through, and pytest records it as the test's failure."""
+    __test__ = False
+
+
+@contextlib.contextmanager
+def test_deadline(seconds: float):
+    """Raise :class:`TestDeadline` in the main thread ``seconds`` from now, and again every second
+    until the block ends (code that swallows one raise does not escape). Main thread only (signals);
+    elsewhere the block runs without a deadline."""
+    import threading
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def fire(signum, frame):
+        raise TestDeadline(f"Timeout >{seconds:g}s: the test ran past --test-deadline (a loop that never ends?)")
+
+    previous = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 1.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+test_deadline.__test__ = False
 
 
 def call_timeout_s(config: pytest.Config) -> float:
@@ -461,17 +496,20 @@ class _Session:
     def pytest_runtest_call(self, item: pytest.Item):
         """A submission's Hypothesis test runs each example through :func:`stateful.watch_examples`
         (Hypothesis' documented ``.hypothesis.inner_test`` hook), so the clock knows which examples
-        failed; the spec's state machines do the same through ``stateful.run_as_test``."""
-        impl = impl_obj(item)
-        handle = getattr(getattr(item, "obj", None), "hypothesis", None)
-        if impl is None or not impl.isolated or not hasattr(handle, "inner_test"):
-            return (yield)
-        inner = handle.inner_test
-        handle.inner_test = stateful.watch_examples(inner)
-        try:
-            return (yield)
-        finally:
-            handle.inner_test = inner
+        failed; the spec's state machines do the same through ``stateful.run_as_test``. Under
+        ``--test-deadline S`` the call runs under :func:`test_deadline`."""
+        seconds = self.config.getoption("test_deadline", None)
+        with test_deadline(seconds) if seconds else contextlib.nullcontext():
+            impl = impl_obj(item)
+            handle = getattr(getattr(item, "obj", None), "hypothesis", None)
+            if impl is None or not impl.isolated or not hasattr(handle, "inner_test"):
+                return (yield)
+            inner = handle.inner_test
+            handle.inner_test = stateful.watch_examples(inner)
+            try:
+                return (yield)
+            finally:
+                handle.inner_test = inner
 
     def pytest_runtest_logreport(self, report) -> None:
         self.config.stash[RESULTS].record(report)

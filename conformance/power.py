@@ -100,7 +100,8 @@ def _pytest_runs(runs: list[tuple[list[str], list[str]]], profile: str, seed: in
 # bound made larger). By default it runs in-process, as a planted mutant does (ten times faster than
 # a submission's worker, whose every call crosses a pipe), under three guards: it is first loaded in
 # a process of its own (a variant that cannot be imported is killed: "import failed"); each test
-# has a deadline (pytest-timeout) and the process an address-space cap, so a hang in Python code
+# has a deadline (``--test-deadline``: pytest-timeout's alarm is swallowed by Hypothesis' shrinking,
+# which then replays the looping example for ever) and the process an address-space cap, so a hang in Python code
 # or a runaway allocation fails that test, which its control then passes; and a chunk whose process
 # dies or outlives its deadline (a hang inside C code, a crash) is run again isolated, each variant
 # a submission file whose name is its report column, with a memory cap and a short call deadline,
@@ -178,7 +179,7 @@ def _chunk_args(chunk: list, tmp: Path, isolate: bool) -> list[str]:
     for cid, m in chunk:
         args += ["--impl", _impl_arg(cid, m, tmp, isolate)]
     if any(_isolated(m) for _, m in chunk):
-        args += ISOLATION_LIMITS if isolate else ["--timeout", str(IN_PROCESS_TEST_TIMEOUT_S)]
+        args += ISOLATION_LIMITS if isolate else ["--timeout", "0", "--test-deadline", str(IN_PROCESS_TEST_TIMEOUT_S)]
     return args
 
 
@@ -313,7 +314,7 @@ def sweep_order(selected: list, seed: int) -> list:
 
 
 def deadline_catch(report: dict, cid: str, name: str) -> bool:
-    """The variant was failed only by the per-test deadline (pytest-timeout): on a loaded machine a
+    """The variant was failed only by the per-test deadline (``--test-deadline``): on a loaded machine a
     slow but correct test can pass it, so such a catch is not counted until a re-run confirms it."""
     cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, name)) or {}
     return "Timeout" in str((cell.get("first_failure") or {}).get("error", ""))

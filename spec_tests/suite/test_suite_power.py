@@ -105,3 +105,39 @@ def test_patches_apply_exactly_once():
     for cid, m in ALL:
         if isinstance(m, mutants.Patch):
             mutants.patched_source(m)
+
+
+def test_a_looping_hypothesis_test_is_stopped_by_the_test_deadline():
+    """A mechanical variant that loops forever (a ``break`` made ``continue``) must cost one test of
+    its in-process chunk. pytest-timeout cannot do it: the ``Failed`` it raises is caught by
+    Hypothesis as a failing example, which it then replays to shrink, with no alarm left (the chunk
+    hangs until the process deadline). ``--test-deadline`` raises a BaseException, which Hypothesis
+    lets through, and again every second after."""
+    import time
+
+    from hypothesis import given, settings, strategies as st
+
+    from conformance.plugin import TestDeadline, test_deadline
+
+    @settings(deadline=None, max_examples=50, database=None, derandomize=True)
+    @given(st.integers(0, 100))
+    def loops(x):
+        while x > 50:
+            try:
+                time.sleep(0.01)
+            except Exception:   # noqa: BLE001 -- code under test that swallows errors
+                pass
+
+    start = time.monotonic()
+    with pytest.raises(TestDeadline, match="Timeout >1s"):
+        with test_deadline(1.0):
+            loops()
+    assert time.monotonic() - start < 20
+
+
+def test_in_process_mechanical_chunks_run_under_the_test_deadline(tmp_path):
+    from conformance import mechanical
+    m = next(m for c, m in power.mechanical_selection(["cost"], "reference", None, 0) if m.name.startswith(mechanical.PREFIX))
+    args = power._chunk_args([("cost", m)], tmp_path, isolate=False)
+    assert args[args.index("--test-deadline") + 1] == str(power.IN_PROCESS_TEST_TIMEOUT_S)
+    assert args[args.index("--timeout") + 1] == "0"   # pytest-timeout's SIGALRM would replace ours
