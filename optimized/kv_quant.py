@@ -38,10 +38,18 @@ __all__ = ["quantize_kv", "dequantize_kv", "quantized_paged_attention", "quantiz
 
 
 def quant_decode_config(head_dim: int, device: torch.device) -> dict:
-    """Tiles and splits of the quantised decode: paged_attention's (the bf16 sweep's) until the
-    H200 tile sweep of bench/cases/kv_quant.py (``--tag tiles``) says otherwise. One-byte codes
-    halve a tile's bytes, so BLOCK_N 128 is the first candidate to try here."""
-    return decode_config(head_dim, device)
+    """Tiles and splits of the quantised decode. One-byte codes halve a tile's bytes, so the tile
+    holds twice the keys of the bf16 decode's: 128 keys, 4 warps, 3 stages (the H100 tile sweep of
+    bench/cases/kv_quant.py, ``--tag tiles``, 2026-12-07: 0.56 ms at 64 x 8192 against 1.03 ms with
+    the bf16 decode's 64 / 4 / 2, bf16 itself 0.70 ms; docs/kv_quant.md), where the GPU has the
+    shared memory for three stages of 128-key K and V code tiles plus the kernel's own (an Ada GPU,
+    about 100 KB a block, and head_dim > 128 keep paged_attention's decode_config); the interpreter
+    keeps paged_attention's small test tiles."""
+    cfg = decode_config(head_dim, device)
+    if device.type == "cuda" and head_dim <= 128 and \
+            getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 0) >= 160 * 1024:
+        cfg.update(BLOCK_N=128, num_warps=4, num_stages=3)
+    return cfg
 
 
 def quant_kernel_supports(q: torch.Tensor, k_cache: torch.Tensor) -> bool:

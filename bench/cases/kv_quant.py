@@ -24,9 +24,9 @@ attention over the dequantised cache (tolerance rule), and the float64 attention
 dequantised cache against the float64 attention over the original bf16 cache, with the derived
 bound of spec_tests/kv_quant/oracles.py (recorded: the largest error, the bound there, the ratio).
 Tag ``smoke``: tiny CPU shapes, the kernels under the Triton interpreter. Tag ``tiles``: the fp8
-kernel at BLOCK_N 64/128 x warps 4/8 x stages 2/3/4 at 64 x 8k and 64 x 32k, beside bf16 (the
-defaults are paged_attention's bf16 sweep; optimized/kv_quant.py quant_decode_config is where a
-better fp8 tile goes):
+kernel at BLOCK_N 64/128 x warps 4/8 x stages 2/3/4, and 128/2/3, 256/4/2, 256/8/2, at 64 x 8k and
+64 x 32k, beside bf16 (optimized/kv_quant.py quant_decode_config holds the chosen tile: 128/4/3
+from the H100 run of this sweep):
 
     python -m bench run --concept kv_quant --tag tiles --out $OUT/kv_quant_h200_tiles.json
 """
@@ -63,7 +63,7 @@ def _params(batch, n, q_heads=Q_HEADS, kv_heads=KV_HEADS, head_dim=HEAD_DIM, blo
 
 MAIN = (P("bf16 (graph)", "bf16", graph=True), P("fp8 (graph)", "quant", graph=True, fmt="fp8"),
         P("int8 (graph)", "quant", graph=True, fmt="int8"), P("fp8 (call)", "call", fmt="fp8"))
-SWEEP = [(bn, w, st) for bn in (64, 128) for w in (4, 8) for st in (2, 3, 4)]
+SWEEP = [(bn, w, st) for bn in (64, 128) for w in (4, 8) for st in (2, 3, 4)] + [(128, 2, 3), (256, 4, 2), (256, 8, 2)]
 CASES = (
     [Case(f"decode {BATCH} x {n}", _params(BATCH, n), MAIN, metric="ms", tags=("main",)) for n in CONTEXTS]
     + [Case(f"decode {BATCH} x {n} fp8 tiles", _params(BATCH, n),

@@ -16,7 +16,8 @@ logits random normal (about balanced experts). Providers (the grouped kernel fir
 Metric TFLOP/s (2 T k 3 d F per call). Correctness first (``check``): ours on the first and last
 tokens against the float64 oracle under the tolerance rule (the reference's bf16 layer on those
 tokens is the rule's reference; without a capacity limit a token's output does not depend on the
-others). Tag ``smoke``: tiny CPU shapes, the kernels under the Triton interpreter.
+others). Tag ``smoke``: tiny CPU shapes, the kernels under the Triton interpreter. Tag ``tiles``:
+candidate tiles of launch_config at 16, 1024 and 8192 tokens (``TILES`` below).
 
     python -m bench run --concept moe --out docs/results/moe_h100.json
 """
@@ -36,14 +37,28 @@ MAIN = (P("ours (call)", "ours"), P("ours (graph)", "fused", graph=True), P("exp
         P("cublas (same FLOPs)", "cublas"))
 
 
-def _case(tokens, d, f, experts, k, providers, tags=(), devices=("cuda",), timing=None) -> Case:
-    return Case(f"moe t{tokens} d{d} f{f} e{experts} k{k}", dict(tokens=tokens, d=d, f=f, experts=experts, k=k,
+def _case(tokens, d, f, experts, k, providers, tags=(), devices=("cuda",), timing=None, suffix="") -> Case:
+    return Case(f"moe t{tokens} d{d} f{f} e{experts} k{k}{suffix}", dict(tokens=tokens, d=d, f=f, experts=experts, k=k,
                                                                  dtype="bf16"),
                 tuple(providers), metric="TFLOP/s", work=2 * tokens * k * 3 * d * f, devices=devices, tags=tags,
                 timing=timing or {})
 
 
+# Tag ``tiles``: launch_config's tiles were first guesses; each candidate (BLOCK_M, BLOCK_N_UP,
+# BLOCK_N_DOWN, BLOCK_K_UP, BLOCK_K_DOWN, num_warps, num_stages) times fused_moe with that config
+# (checked against the default config's output first), beside the default and cuBLAS.
+TILE_FIELDS = ("BLOCK_M", "BLOCK_N_UP", "BLOCK_N_DOWN", "BLOCK_K_UP", "BLOCK_K_DOWN", "num_warps", "num_stages")
+TILES = {16: [(16, 128, 128, 64, 64, 4, 3), (16, 64, 64, 128, 128, 4, 4), (16, 32, 32, 128, 128, 4, 4),
+              (16, 128, 128, 128, 128, 4, 3)],
+         1024: [(64, 128, 128, 64, 64, 4, 3), (64, 128, 128, 64, 64, 4, 4), (128, 128, 128, 64, 64, 8, 3),
+                (128, 64, 64, 64, 64, 4, 3), (64, 64, 64, 64, 64, 8, 4)],
+         8192: [(64, 128, 128, 64, 64, 4, 3), (128, 128, 128, 64, 64, 8, 3), (128, 128, 128, 64, 64, 8, 4),
+                (128, 128, 128, 64, 64, 4, 3), (128, 64, 128, 64, 64, 8, 3), (128, 128, 64, 64, 64, 8, 3)]}
 CASES = ([_case(t, providers=MAIN, **MIXTRAL) for t in (16, 1024, 8192)]
+         + [_case(t, providers=(P("ours (graph)", "fused", graph=True), P("cublas (same FLOPs)", "cublas"))
+                  + tuple(P("tiles " + "/".join(map(str, c)), "fused_tiles", graph=True, config=dict(zip(TILE_FIELDS, c)))
+                          for c in cands), tags=("tiles", "sweep"), suffix=" tiles", **MIXTRAL)
+            for t, cands in TILES.items()]
          + [_case(8, 32, 48, 4, 2, (P("ours (call)", "ours"), P("reference", "reference"), P("expert loop", "loop")),
                   ("smoke",), devices=("cpu",), timing=dict(repeats=2, budget_ms=None, min_warmup=1, warmup_ms=0))])
 
@@ -127,9 +142,27 @@ def _args(prob):
     return (prob["x"], prob["router_logits"], prob["w_gate"], prob["w_up"], prob["w_down"], prob["k"])
 
 
+def _fused_tiles(prob, case, device, config):
+    """fused_moe with launch_config answering ``config`` during the call (the module global that
+    grouped_experts reads), after a check that it computes what the default tiles compute."""
+    def run():
+        saved = om.launch_config
+        om.launch_config = lambda n_rows, d, f, device_type: dict(config)
+        try:
+            return om.fused_moe(*_args(prob), prob["x"].shape[0])
+        finally:
+            om.launch_config = saved
+    want = om.fused_moe(*_args(prob), prob["x"].shape[0]).float()
+    err = float((run().float() - want).abs().max() / want.abs().max().clamp_min(1e-30))
+    if not err < 2 ** -6:
+        raise AssertionError(f"tiles {config}: relative error {err:.3g} against the default tiles")
+    return run
+
+
 BUILDERS = {
     "ours": lambda prob, case, device: (lambda: om.moe_forward(*_args(prob))),
     "fused": lambda prob, case, device: (lambda: om.fused_moe(*_args(prob), prob["x"].shape[0])),
+    "fused_tiles": _fused_tiles,
     "reference": lambda prob, case, device: (lambda: rm.moe_forward(*_args(prob))),
     "loop": _loop,
     "cublas": _cublas,
