@@ -28,6 +28,20 @@ def _multiprocessors(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+@functools.lru_cache(maxsize=16)
+def _shared_memory(index: int) -> int:
+    return getattr(torch.cuda.get_device_properties(index), "shared_memory_per_block_optin", 0)
+
+
+def shared_memory_per_block(device: torch.device) -> int:
+    """Bytes of shared memory one program may opt in to on a CUDA device (227 KB on an H100 or
+    H200, 163 KB on an A100, 99 KB on Ada); 0 for any other device. Tiles that need more than a
+    GPU has fail to launch, so a launch config that picks large tiles asks this first."""
+    if device.type != "cuda":
+        return 0
+    return _shared_memory(device.index if device.index is not None else torch.cuda.current_device())
+
+
 def sm_count(device: torch.device) -> int:
     """Streaming multiprocessors of a CUDA device (the current one for a bare ``cuda``); 0 for
     any other device (a launch config reads 0 as "no SMs to fill": its interpreter shapes)."""

@@ -29,6 +29,7 @@ import math
 
 import torch
 
+from optimized._device import shared_memory_per_block
 from optimized.paged_attention import _paged_decode, decode_config, kernel_supports
 from reference.kv_quant import check_quantized_cache, dequantize_kv, quantize_kv, quantized_kv_bytes
 from reference.kv_quant import quantized_paged_attention as _reference_quantized_paged_attention
@@ -46,8 +47,7 @@ def quant_decode_config(head_dim: int, device: torch.device) -> dict:
     about 100 KB a block, and head_dim > 128 keep paged_attention's decode_config); the interpreter
     keeps paged_attention's small test tiles."""
     cfg = decode_config(head_dim, device)
-    if device.type == "cuda" and head_dim <= 128 and \
-            getattr(torch.cuda.get_device_properties(device), "shared_memory_per_block_optin", 0) >= 160 * 1024:
+    if device.type == "cuda" and head_dim <= 128 and shared_memory_per_block(device) >= 160 * 1024:
         cfg.update(BLOCK_N=128, num_warps=4, num_stages=3)
     return cfg
 

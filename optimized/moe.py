@@ -29,7 +29,7 @@ import functools
 
 import torch
 
-from optimized._device import triton_runs_on
+from optimized._device import shared_memory_per_block, triton_runs_on
 from reference._checks import compute_dtype
 from reference.moe import (_check_bool, _check_k, _check_layer, _ep_forward, _positions, _route, dispatch_positions,  # noqa: F401
                            expert_capacity, load_balance_loss, route_topk)
@@ -56,14 +56,22 @@ def kernel_supports(x: torch.Tensor) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def launch_config(n_rows: int, d: int, f: int, device_type: str) -> dict:
+def launch_config(n_rows: int, d: int, f: int, device_type: str, shared_memory: int = 0) -> dict:
     """Tiles of the two kernels for ``n_rows`` assignment rows, model width d and expert width F:
     dict(BLOCK_M, BLOCK_N_UP, BLOCK_N_DOWN, BLOCK_K_UP, BLOCK_K_DOWN, num_warps, num_stages). On the
-    CPU (the interpreter) 16-wide tiles (tl.dot's smallest); on the GPU first guesses, to be tuned
-    with ``python -m bench run --concept moe``: 16-row tiles while an expert gets few rows, 64 above."""
+    CPU (the interpreter) 16-wide tiles (tl.dot's smallest). On the GPU, from the H200 tile sweep
+    (``python -m bench run --concept moe --tag tiles``, 2026-12-07, docs/moe.md): 16-row tiles while
+    experts get few rows (at 16 tokens every candidate was within 7 %); above 256 rows, where the
+    GPU has the ``shared_memory`` (bytes a program may opt in to) for three or four stages of
+    128 x 64 A and two B tiles (144 / 192 KB: Hopper), 128 x 128 tiles of 8 warps, 4 stages from
+    4096 rows (8192 tokens: 447 TFLOP/s against 316 with the former 64 x 64 tiles), 3 below (1024
+    tokens: 368 against 319); elsewhere (an A100, Ada) the former 64 x 64 tiles of 4 warps."""
     if device_type != "cuda":
         return dict(BLOCK_M=16, BLOCK_N_UP=16, BLOCK_N_DOWN=16, BLOCK_K_UP=16, BLOCK_K_DOWN=16, num_warps=4,
                     num_stages=1)
+    if n_rows > 256 and shared_memory >= 200 * 1024:
+        return dict(BLOCK_M=128, BLOCK_N_UP=128, BLOCK_N_DOWN=128, BLOCK_K_UP=64, BLOCK_K_DOWN=64, num_warps=8,
+                    num_stages=4 if n_rows >= 4096 else 3)
     bm = 16 if n_rows <= 256 else 64
     return dict(BLOCK_M=bm, BLOCK_N_UP=64, BLOCK_N_DOWN=64, BLOCK_K_UP=64, BLOCK_K_DOWN=64, num_warps=4,
                 num_stages=3)
@@ -106,7 +114,7 @@ def grouped_experts(x: torch.Tensor, expert_of_row: torch.Tensor, top_k: int, ga
     out = torch.zeros((n, d), dtype=torch.float32, device=x.device)
     if n == 0 or d == 0:
         return out
-    cfg = launch_config(n, d, f, x.device.type)
+    cfg = launch_config(n, d, f, x.device.type, shared_memory_per_block(x.device))
     bm = cfg["BLOCK_M"]
     sorted_rows, tile_expert = align_rows(expert_of_row, experts, bm)
     tiles = tile_expert.numel()

@@ -44,7 +44,7 @@ def _case(tokens, d, f, experts, k, providers, tags=(), devices=("cuda",), timin
                 timing=timing or {})
 
 
-# Tag ``tiles``: launch_config's tiles were first guesses; each candidate (BLOCK_M, BLOCK_N_UP,
+# Tag ``tiles``: the sweep that chose launch_config's GPU tiles (docs/moe.md); each candidate (BLOCK_M, BLOCK_N_UP,
 # BLOCK_N_DOWN, BLOCK_K_UP, BLOCK_K_DOWN, num_warps, num_stages) times fused_moe with that config
 # (checked against the default config's output first), beside the default and cuBLAS.
 TILE_FIELDS = ("BLOCK_M", "BLOCK_N_UP", "BLOCK_N_DOWN", "BLOCK_K_UP", "BLOCK_K_DOWN", "num_warps", "num_stages")
@@ -147,7 +147,7 @@ def _fused_tiles(prob, case, device, config):
     grouped_experts reads), after a check that it computes what the default tiles compute."""
     def run():
         saved = om.launch_config
-        om.launch_config = lambda n_rows, d, f, device_type: dict(config)
+        om.launch_config = lambda *args: dict(config)
         try:
             return om.fused_moe(*_args(prob), prob["x"].shape[0])
         finally:
