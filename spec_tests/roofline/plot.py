@@ -29,13 +29,11 @@ output written once; what a perfect kernel moves):
 * The sort-free sampler (optimized/sampling/, 256 x 128,256 float32 logits) and the Triton
   verifier (optimized/speculative.py, p and q of 256 x gamma 4 x 128,256 float32: (2 gamma + 1)
   rows of logits per sequence): the probabilities read once.
-* FP8 / INT8 KV decode (optimized/kv_quant.py): the bytes the file records per provider (codes +
-  scales). **Measured on an H100**, so not on the H200's roof: drawn hollow, against the best
-  bandwidth recorded in the same file (its bf16 kernel), the only H100 ceiling the file holds.
-* W4A16 matmul, fused MoE and multi-LoRA (optimized/weight_quant.py, moe.py, lora.py): their
-  H100 runs, the bytes and FLOPs of ``h100_kernel_points``; hollow like the KV points, against
-  the same H100 memory line (kv_quant_h100.json's bf16 kernel) and the H200's matmul peak (the
-  two chips share their compute).
+* FP8 / INT8 / bf16 KV decode (optimized/kv_quant.py, kv_quant_h200.json): the bytes the file
+  records per provider (codes + scales); FLOPs 4 B Hq ctx D.
+* W4A16 matmul, fused MoE and multi-LoRA (optimized/weight_quant.py, moe.py, lora.py): their H200
+  runs (weight_quant_h200.json, moe_h200.json, lora_h200.json), the bytes and FLOPs of
+  ``quant_and_fleet_points``.
 
 Elementwise kernels (norms, softmax, samplers) do no matmul: their FLOPs are a stated nominal
 4 per element read (``NOMINAL``), which places them on the x axis; the fraction of the roofline of a
@@ -81,12 +79,16 @@ class Point:
 
 
 def ceilings() -> dict:
-    """The H200's measured roof: (value, file) of the best matmul FLOP/s and copy bytes/s recorded."""
+    """The H200's measured roof: (value, file) of the best matmul FLOP/s and memory bytes/s recorded
+    (copies, and the bf16 KV decode's read rate, which exceeds them: a read-only stream)."""
     peaks = [(load(f)["matmul_ceiling_tflops"][dt] * 1e12, f, dt)
              for f in ("attention_h200.json", "attention_h200_defaults_n4096.json") for dt in ("bf16", "fp16")]
     copies = [(load(f)["ceilings"]["copy_tbps"] * 1e12, f) for f in ("paged_attention_h200.json",
                                                                        "paged_attention_h200_sweep.json")]
     copies += [(load(f)["copy_tbs"] * 1e12, f) for f in ("batch_invariant_h200.json", "batch_invariant_decode_h200.json")]
+    # a read-only stream can beat a copy (no write turnaround): the bf16 decode's own read rate
+    copies += [(r["bytes_read"] / (r["median_ms"] * 1e-3), "kv_quant_h200.json (the bf16 decode's read)")
+               for case in load("kv_quant_h200.json")["cases"] for r in case["results"] if r["provider"] == "bf16 (graph)"]
     peak, bandwidth = max(peaks), max(copies)
     return {"peak": peak[0], "peak_source": f"{peak[1]} (matmul_ceiling_tflops.{peak[2]})",
             "bandwidth": bandwidth[0], "bandwidth_source": f"{bandwidth[1]}",
@@ -170,68 +172,67 @@ def sampler_points() -> list[Point]:
     return out
 
 
-def kv_quant_points() -> tuple[list[Point], float]:
-    """The H100 run's points and its best recorded bandwidth (bytes/s)."""
-    src = "kv_quant_h100.json"
+def _h200(src: str) -> dict:
     data = load(src)
-    assert "H100" in data["device"], data["device"]
-    out, best = [], 0.0
-    for case in data["cases"]:
+    assert "H200" in data["device"], (src, data["device"])
+    return data
+
+
+def kv_quant_points() -> list[Point]:
+    """The quantised (and bf16) KV decode of the kv_quant run, graph replays."""
+    src = "kv_quant_h200.json"
+    out = []
+    for case in _h200(src)["cases"]:
         p = case["params"]
         flops = 4 * p["batch"] * p["q_heads"] * p["context"] * p["head_dim"]
         for r in case["results"]:
-            best = max(best, r["bytes_read"] / (r["median_ms"] * 1e-3))
             if "(graph)" in r["provider"]:
-                out.append(Point(f"KV decode {r['provider'].split()[0]} (H100)", f"B{p['batch']} ctx{p['context']} "
-                                 f"{r['provider']}", flops, r["bytes_read"], r["median_ms"] * 1e-3, src, "H100"))
-    return out, best
+                out.append(Point(f"KV decode {r['provider'].split()[0]}", f"B{p['batch']} ctx{p['context']} "
+                                 f"{r['provider']}", flops, r["bytes_read"], r["median_ms"] * 1e-3, src))
+    return out
 
 
-def h100_kernel_points() -> list[Point]:
-    """The W4A16 matmul, the fused MoE and multi-LoRA, each from its H100 run (graph replay):
+def quant_and_fleet_points() -> list[Point]:
+    """The W4A16 matmul, the fused MoE and multi-LoRA, each from its H200 run (graph replay):
     W4A16: the row's recorded ``bytes`` (packed weights, scales, zeros, x, y), FLOPs 2 M N K.
     MoE (1,024 and 8,192 tokens, top-2 of 8 experts: with 2,048+ picks every expert is touched):
     the eight experts' three matrices, x read and y written; FLOPs the case's ``work``. Multi-LoRA:
     the base weight, all adapters' A and B, x, y; FLOPs 2 B d_out d_in + 2 B r (d_in + d_out)."""
     out = []
-    src = "weight_quant_h100.json"
-    data = load(src)
-    assert "H100" in data["device"], data["device"]
+    src = "weight_quant_h200.json"
+    data = _h200(src)
     for case in data["cases"]:
         p = case["params"]
         if "tiles" in case["name"] or p["m"] not in (1, 16, 256):
             continue
         r = next(r for r in case["results"] if r["provider"] == "ours (graph)")
-        out.append(Point("W4A16 matmul (H100)", f"M{p['m']} K{p['k']} N{p['n']} (graph)", 2 * p["m"] * p["n"] * p["k"],
-                         r["bytes"], r["median_ms"] * 1e-3, src, "H100"))
-    src = "moe_h100.json"
-    data = load(src)
-    assert "H100" in data["device"], data["device"]
+        out.append(Point("W4A16 matmul", f"M{p['m']} K{p['k']} N{p['n']} (graph)", 2 * p["m"] * p["n"] * p["k"],
+                         r["bytes"], r["median_ms"] * 1e-3, src))
+    src = "moe_h200.json"
+    data = _h200(src)
     for case in data["cases"]:
         p = case["params"]
         if p["tokens"] * p["k"] < 2048:
             continue
         r = next(r for r in case["results"] if r["provider"] == "ours (graph)")
         moved = (p["experts"] * 3 * p["d"] * p["f"] + 2 * p["tokens"] * p["d"]) * E16
-        out.append(Point("fused MoE (H100)", f"T{p['tokens']} E{p['experts']} k{p['k']} d{p['d']} F{p['f']} (graph)",
-                         case["work"], moved, r["median_ms"] * 1e-3, src, "H100"))
-    src = "lora_h100.json"
-    data = load(src)
-    assert "H100" in data["device"], data["device"]
+        out.append(Point("fused MoE", f"T{p['tokens']} E{p['experts']} k{p['k']} d{p['d']} F{p['f']} (graph)",
+                         case["work"], moved, r["median_ms"] * 1e-3, src))
+    src = "lora_h200.json"
+    data = _h200(src)
     for case in data["cases"]:
         p = case["params"]
         b, di, do, a, rk = p["batch"], p["d_in"], p["d_out"], p["adapters"], p["rank"]
         r = next(r for r in case["results"] if r["provider"] == "ours (graph)")
         moved = (do * di + a * rk * (di + do) + b * (di + do)) * E16
-        out.append(Point("multi-LoRA (H100)", f"B{b} d{di} {a} adapters r{rk} (graph)",
-                         2 * b * do * di + 2 * b * rk * (di + do), moved, r["median_ms"] * 1e-3, src, "H100"))
+        out.append(Point("multi-LoRA", f"B{b} d{di} {a} adapters r{rk} (graph)",
+                         2 * b * do * di + 2 * b * rk * (di + do), moved, r["median_ms"] * 1e-3, src))
     return out
 
 
-def points() -> tuple[list[Point], float]:
-    h100, h100_bandwidth = kv_quant_points()
-    return (attention_points() + paged_points() + batch_invariant_points() + sampler_points() + h100
-            + h100_kernel_points()), h100_bandwidth
+def points() -> list[Point]:
+    return (attention_points() + paged_points() + batch_invariant_points() + sampler_points() + kv_quant_points()
+            + quant_and_fleet_points())
 
 
 # the rows of docs/roofline.md's table (every point is plotted)
@@ -247,23 +248,22 @@ TABLE = [
     ("batch-invariant decode", "B64 ctx4096 H32/8 D128"),
     ("sampler (sort-free)", "peaked / top-p 0.9 256 x 128256"),
     ("speculative verify (Triton)", "good draft 256 x g4 x 128256"),
-    ("KV decode fp8 (H100)", "B64 ctx32768 fp8 (graph)"), ("KV decode int8 (H100)", "B64 ctx32768 int8 (graph)"),
-    ("KV decode bf16 (H100)", "B64 ctx32768 bf16 (graph)"),
-    ("W4A16 matmul (H100)", "M1 K8192 N8192 (graph)"), ("W4A16 matmul (H100)", "M16 K8192 N8192 (graph)"),
-    ("W4A16 matmul (H100)", "M256 K8192 N8192 (graph)"),
-    ("fused MoE (H100)", "T1024 E8 k2 d4096 F14336 (graph)"), ("fused MoE (H100)", "T8192 E8 k2 d4096 F14336 (graph)"),
-    ("multi-LoRA (H100)", "B64 d4096 32 adapters r16 (graph)"),
+    ("KV decode fp8", "B64 ctx32768 fp8 (graph)"), ("KV decode int8", "B64 ctx32768 int8 (graph)"),
+    ("KV decode bf16", "B64 ctx32768 bf16 (graph)"),
+    ("W4A16 matmul", "M1 K8192 N8192 (graph)"), ("W4A16 matmul", "M16 K8192 N8192 (graph)"),
+    ("W4A16 matmul", "M256 K8192 N8192 (graph)"),
+    ("fused MoE", "T1024 E8 k2 d4096 F14336 (graph)"), ("fused MoE", "T8192 E8 k2 d4096 F14336 (graph)"),
+    ("multi-LoRA", "B64 d4096 32 adapters r16 (graph)"),
 ]
 
 
 def rows() -> list[dict]:
     roof = ceilings()
-    pts, h100_bw = points()
-    index = {(p.family, p.label): p for p in pts}
+    index = {(p.family, p.label): p for p in points()}
     out = []
     for key in TABLE:
         p = index[key]
-        peak, bw = (roof["peak"], roof["bandwidth"]) if p.device == "H200" else (roof["peak"], h100_bw)
+        peak, bw = roof["peak"], roof["bandwidth"]
         out.append(dict(kernel=f"{p.family}: {p.label}", device=p.device, intensity=p.intensity, achieved=p.achieved,
                         attainable=attainable_flops(p.intensity, peak, bw), regime=regime(p.intensity, peak, bw),
                         fraction=roofline_fraction(p.achieved, p.intensity, peak, bw), source=p.source))
@@ -280,10 +280,6 @@ def table() -> str:
     for r in rows():
         lines.append(f"| {r['kernel']} | {r['device']} | {r['intensity']:.3g} | {r['achieved'] / 1e12:.3g} | "
                      f"{r['attainable'] / 1e12:.3g} | {r['regime']} | {100 * r['fraction']:.1f} | `{r['source']}` |")
-    _, h100_bw = points()
-    lines.append("")
-    lines.append(f"H100 rows: attainable from the H200's peak and the best bandwidth recorded in kv_quant_h100.json "
-                 f"({h100_bw / 1e12:.3f} TB/s, its bf16 kernel: a lower bound of the H100's memory roof).")
     return "\n".join(lines)
 
 
@@ -293,14 +289,11 @@ def plot(path: str) -> None:
     import matplotlib.pyplot as plt
     roof = ceilings()
     peak, bw = roof["peak"], roof["bandwidth"]
-    pts, h100_bw = points()
+    pts = points()
     fig, ax = plt.subplots(figsize=(12, 6.5))
     xs = [0.1 * 1.12 ** k for k in range(130)]
     ax.plot(xs, [attainable_flops(x, peak, bw) / 1e12 for x in xs], color="black", lw=2,
             label=f"H200 measured roof: {peak / 1e12:.0f} TFLOP/s, {bw / 1e12:.2f} TB/s")
-    short = [x for x in xs if x <= 40]
-    ax.plot(short, [x * h100_bw / 1e12 for x in short], color="gray", lw=1, ls="--",
-            label=f"H100 memory line ({h100_bw / 1e12:.2f} TB/s, best recorded in kv_quant_h100.json)")
     ridge = ridge_point(peak, bw)
     ax.axvline(ridge, color="black", lw=0.6, ls=":")
     ax.annotate(f"ridge {ridge:.0f} FLOPs/byte", (ridge, peak / 1e12 * 0.2), rotation=90, fontsize=8, ha="right")
@@ -309,14 +302,13 @@ def plot(path: str) -> None:
     cmap = lambda k: plt.get_cmap("tab10")(k % 10)  # noqa: E731
     for k, fam in enumerate(families):
         group = [p for p in pts if p.family == fam]
-        hollow = group[0].device != "H200"
         ax.scatter([p.intensity for p in group], [p.achieved / 1e12 for p in group], marker=markers[k % len(markers)],
-                   s=28, facecolors="none" if hollow else cmap(k), edgecolors=cmap(k), label=fam, zorder=3)
+                   s=28, facecolors=cmap(k), edgecolors=cmap(k), label=fam, zorder=3)
     ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOPs per compulsory byte)",
            ylabel="achieved TFLOP/s", xlim=(0.1, 2e4), ylim=(0.05, 2e3))
     ax.grid(True, which="both", lw=0.3, alpha=0.5)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    ax.set_title("Recorded kernels of inferspec on the H200 roofline (docs/results/*.json; hollow: measured on an H100)\n"
+    ax.set_title("Recorded kernels of inferspec on the H200 roofline (docs/results/*.json)\n"
                  "python -m spec_tests.roofline.plot --out docs/img/roofline_kernels.png", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
