@@ -315,7 +315,8 @@ def sweep_order(selected: list, seed: int) -> list:
 
 def deadline_catch(report: dict, cid: str, name: str) -> bool:
     """The variant was failed only by the per-test deadline (``--test-deadline``): on a loaded machine a
-    slow but correct test can pass it, so such a catch is not counted until a re-run confirms it."""
+    slow but correct test can pass it, so such a catch is not counted until a re-run confirms it (the
+    sweep counts it when the variant ran in a chunk of its own: ``--deadline S --chunk 1``, its control passing)."""
     cell = report["concepts"].get(cid, {}).get(mutants.impl_id(cid, name)) or {}
     return "Timeout" in str((cell.get("first_failure") or {}).get("error", ""))
 
@@ -604,8 +605,9 @@ def _sweep_main(args, argv: list[str], concepts: list[str], selected: list) -> i
         for c, m in chunk:
             caught, first = verdict(report, c, m.name)
             sound, why = control_verdict(report, c, m.name) if caught else (True, "")
-            if caught and deadline_catch(report, c, m.name):
-                print(f"  {c}.{m.name}: failed only by the per-test deadline; not counted (re-run it alone)", flush=True)
+            if caught and deadline_catch(report, c, m.name) and len(chunk) > 1:
+                print(f"  {c}.{m.name}: failed only by the per-test deadline; not counted (re-run it alone: "
+                      f"--survivors --deadline S --chunk 1)", flush=True)
                 caught = False
             elif caught and not sound:
                 print(f"  {c}.{m.name}: caught, but NOT BY ITS BUG: {why}", flush=True)

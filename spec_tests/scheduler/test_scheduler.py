@@ -159,14 +159,28 @@ def test_a_hit_is_a_prefix_even_when_a_later_block_outlives_its_parent(impl):
 def test_skipped_requests_keep_their_place_at_the_head(impl):
     """Without chunked prefill a waiting request too long for the budget left is skipped, and the
     skipped go back to the *head* of the queue, ahead of those the step did not reach: budget 4,
-    'x' (2) admitted, 'a' (3 > 2) skipped, 'c' (2) admitted, the budget spent before 'd'; waiting is
-    then [a, d], so the next step admits 'a', not 'd'."""
+    'x' (2) admitted, 'a' (3 > 2) skipped, 'c' (2) admitted, the budget spent before 'd' and 'e';
+    waiting is then [a, d, e], so the next step admits 'a', not 'd' (two requests behind the gap:
+    an insertion before the last one is caught too)."""
     s = sched(impl, 16, 2, 4, 4, enable_chunked_prefill=False)
-    for rid, n, max_tokens in (("x", 2, 1), ("a", 3, 1), ("c", 2, 1), ("d", 3, 1)):
+    for rid, n, max_tokens in (("x", 2, 1), ("a", 3, 1), ("c", 2, 1), ("d", 3, 1), ("e", 3, 1)):
         s.add_request(rid, [5] * n, max_tokens)
     assert steps(s)[0][0] == {"x": 2, "c": 2}
     got = steps(s)[0][0]
     assert got == {"a": 3}, f"the step after the skip scheduled {got}: 'a' was skipped, so it is first in line"
+
+
+def test_int_and_str_ids_of_equal_length_wait_together(impl):
+    """Request ids may be ints or strs, mixed: waiting requests of the same length with ids of both
+    types are scheduled like any others (an implementation that orders its queue by (length, id)
+    would compare 7 with 'a' and raise). Budget 8 without chunked prefill: 'a' and 7 (3 tokens each)
+    run, 'b' (3 > 2 left) waits for the next step."""
+    s = sched(impl, 16, 2, 8, 4, enable_chunked_prefill=False)
+    s.add_request("a", [1, 2, 3], 1)
+    s.add_request(7, [4, 5, 6], 1)
+    s.add_request("b", [1, 1, 1], 1)
+    assert steps(s)[0][0] == {"a": 3, 7: 3}
+    assert steps(s)[0][0] == {"b": 3}
 
 
 def test_request_tokens_match_alone_under_pressure(impl):
