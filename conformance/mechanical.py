@@ -231,6 +231,12 @@ def patch(concept_id: str, name: str) -> Patch:
     return Patch(name, f"mechanical: {path}:{line}: {what}", original, new, file=path)
 
 
+def variant_names(concept_id: str, modules=MODULES) -> list[str]:
+    """The names of :func:`all_patches`' variants, in its order, without building them."""
+    return [name_of(module, k) for module in labels(concept_id, modules)
+            for k in range(len(variants(source_of(module, concept_id))))]
+
+
 def all_patches(concept_id: str, modules=MODULES) -> list[Patch]:
     """Every mechanical mutant of ``concept_id``'s reference (and optimized) files (:func:`labels`)."""
     out = []

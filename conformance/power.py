@@ -293,10 +293,16 @@ def mechanical_selection(concepts, which: str, sample: int | None, seed: int) ->
     modules = mechanical.MODULES if which == "both" else (which,)
     out = []
     for c in concepts:
-        found = mechanical.all_patches(c, modules)
-        if sample is not None and sample < len(found):
-            found = sorted(random.Random(f"{seed}:{c}").sample(found, sample), key=lambda m: m.name)
-        out += [(c, m) for m in found]
+        if sample is None:
+            out += [(c, m) for m in mechanical.all_patches(c, modules)]
+            continue
+        # sample the names first (the same draw as over all_patches' list, which has the same order),
+        # then build only the sampled variants: building every one reparses its file (minutes for
+        # a package of thousands of variants)
+        names = mechanical.variant_names(c, modules)
+        if sample < len(names):
+            names = random.Random(f"{seed}:{c}").sample(names, sample)
+        out += sorted(((c, mechanical.patch(c, n)) for n in names), key=lambda cm: cm[1].name)
     return out
 
 
