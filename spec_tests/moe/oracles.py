@@ -47,6 +47,31 @@ def expert(v: torch.Tensor, w_gate, w_up, w_down, e: int) -> torch.Tensor:
     return w_down[e].double() @ (a / (1 + torch.exp(-a)) * b)
 
 
+def expert_magnitude(v: torch.Tensor, w_gate, w_up, w_down, e: int) -> torch.Tensor:
+    """First-order size of the rounding error of :func:`expert` in any order of summation: each dot
+    product's error is at most a few ulps of the sum of its terms' magnitudes (not of its value,
+    which cancellation can make small), and h = silu(a) b carries the errors of a and b into the
+    down projection: |w_down| @ (|h| + |b| (|w_gate| @ |v|) + |silu(a)| (|w_up| @ |v|))."""
+    wg, wu, wd = w_gate[e].double(), w_up[e].double(), w_down[e].double()
+    a, b = wg @ v, wu @ v
+    silu = a / (1 + torch.exp(-a))
+    return wd.abs() @ ((silu * b).abs() + b.abs() * (wg.abs() @ v.abs()) + silu.abs() * (wu.abs() @ v.abs()))
+
+
+def moe_magnitude(x, router_logits, w_gate, w_up, w_down, k, capacity_factor=None, renormalize=True):
+    """(T, d) float64: the gate-weighted :func:`expert_magnitude` of every kept choice (the scale of
+    the tolerance rule's rounding floor for the layer: ``floor_from``)."""
+    _, kept, ids = moe(x, router_logits, w_gate, w_up, w_down, k, capacity_factor, renormalize)
+    m = torch.zeros(x.shape, dtype=torch.float64)
+    for t in range(x.shape[0]):
+        g = gates(router_logits[t].cpu(), ids[t], renormalize)
+        v = x[t].cpu().double()
+        for j, e in enumerate(ids[t]):
+            if kept[t][j]:
+                m[t] += g[j].abs() * expert_magnitude(v, w_gate.cpu(), w_up.cpu(), w_down.cpu(), e)
+    return m
+
+
 def moe(x, router_logits, w_gate, w_up, w_down, k, capacity_factor=None, renormalize=True):
     """(y float64 (T, d), kept: list of lists of bool, ids: list of lists)."""
     tokens, experts = router_logits.shape
