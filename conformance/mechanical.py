@@ -239,14 +239,7 @@ def variant_names(concept_id: str, modules=MODULES) -> list[str]:
 
 def all_patches(concept_id: str, modules=MODULES) -> list[Patch]:
     """Every mechanical mutant of ``concept_id``'s reference (and optimized) files (:func:`labels`)."""
-    out = []
-    for module in labels(concept_id, modules):
-        path = source_of(module, concept_id)
-        original = (ROOT / path).read_text()
-        for k in range(len(sites(ast.parse(original)))):
-            line, what, new = _variant(original, k, path)
-            out.append(Patch(name_of(module, k), f"mechanical: {path}:{line}: {what}", original, new, file=path))
-    return out
+    return [patch(concept_id, name) for name in variant_names(concept_id, modules)]
 
 
 def source_of(module: str, concept_id: str) -> str:

@@ -100,12 +100,12 @@ def _pytest_runs(runs: list[tuple[list[str], list[str]]], profile: str, seed: in
 # bound made larger). By default it runs in-process, as a planted mutant does (ten times faster than
 # a submission's worker, whose every call crosses a pipe), under three guards: it is first loaded in
 # a process of its own (a variant that cannot be imported is killed: "import failed"); each test
-# has a deadline (``--test-deadline``: pytest-timeout's alarm is swallowed by Hypothesis' shrinking,
-# which then replays the looping example for ever) and the process an address-space cap, so a hang in Python code
-# or a runaway allocation fails that test, which its control then passes; and a chunk whose process
-# dies or outlives its deadline (a hang inside C code, a crash) is run again isolated, each variant
-# a submission file whose name is its report column, with a memory cap and a short call deadline,
-# so it costs its own cell and never the run. ``isolate=True`` runs every variant that way.
+# has a deadline (``--test-deadline``: pytest-timeout's alarm is swallowed by Hypothesis'
+# shrinking, which then replays the looping example for ever) and the process an address-space
+# cap, so a hang in Python code or a runaway allocation fails that test, which its control then
+# passes; and a chunk whose process dies or outlives its deadline (a hang inside C code, a crash)
+# is run again isolated, each variant a submission file whose name is its report column, with a
+# memory cap and a short call deadline, so it costs its own cell and never the run. ``isolate=True`` runs every variant that way.
 ISOLATION_LIMITS = ["--memory", "4", "--call-timeout", "20"]
 IN_PROCESS_TEST_TIMEOUT_S = 60
 IN_PROCESS_CHUNK_S = 1800          # a chunk still running then is run again isolated
@@ -293,16 +293,12 @@ def mechanical_selection(concepts, which: str, sample: int | None, seed: int) ->
     modules = mechanical.MODULES if which == "both" else (which,)
     out = []
     for c in concepts:
-        if sample is None:
-            out += [(c, m) for m in mechanical.all_patches(c, modules)]
-            continue
-        # sample the names first (the same draw as over all_patches' list, which has the same order),
-        # then build only the sampled variants: building every one reparses its file (minutes for
-        # a package of thousands of variants)
+        # the names are drawn first and only those built: building a variant reparses its file
+        # (minutes for a package of thousands of variants)
         names = mechanical.variant_names(c, modules)
-        if sample < len(names):
-            names = random.Random(f"{seed}:{c}").sample(names, sample)
-        out += sorted(((c, mechanical.patch(c, n)) for n in names), key=lambda cm: cm[1].name)
+        if sample is not None and sample < len(names):
+            names = sorted(random.Random(f"{seed}:{c}").sample(names, sample))
+        out += [(c, mechanical.patch(c, n)) for n in names]
     return out
 
 

@@ -106,15 +106,16 @@ def align_rows(expert_of_row: torch.Tensor, num_experts: int, block_m: int) -> t
 
 
 def grouped_experts(x: torch.Tensor, expert_of_row: torch.Tensor, top_k: int, gates: torch.Tensor | None,
-                    w_gate, w_up, w_down) -> torch.Tensor:
+                    w_gate, w_up, w_down, *, config: dict | None = None) -> torch.Tensor:
     """Row r (its expert ``expert_of_row[r]``, ``E`` to skip it) runs that expert on token
-    ``x[r // top_k]``, times ``gates[r]`` if given: (rows, d) float32, skipped rows 0 (steps 1-3)."""
+    ``x[r // top_k]``, times ``gates[r]`` if given: (rows, d) float32, skipped rows 0 (steps 1-3).
+    ``config``: the tiles (:func:`launch_config`'s keys; None: launch_config's choice)."""
     n, d = expert_of_row.numel(), x.shape[1]
     experts, f = w_gate.shape[0], w_gate.shape[1]
     out = torch.zeros((n, d), dtype=torch.float32, device=x.device)
     if n == 0 or d == 0:
         return out
-    cfg = launch_config(n, d, f, x.device.type, shared_memory_per_block(x.device))
+    cfg = config or launch_config(n, d, f, x.device.type, shared_memory_per_block(x.device))
     bm = cfg["BLOCK_M"]
     sorted_rows, tile_expert = align_rows(expert_of_row, experts, bm)
     tiles = tile_expert.numel()
@@ -151,16 +152,18 @@ def moe_forward(x, router_logits, w_gate, w_up, w_down, k, capacity_factor=None,
     return fused_moe(x, router_logits, w_gate, w_up, w_down, k, capacity, renormalize)
 
 
-def fused_moe(x, router_logits, w_gate, w_up, w_down, k: int, capacity: int, renormalize: bool = True):
+def fused_moe(x, router_logits, w_gate, w_up, w_down, k: int, capacity: int, renormalize: bool = True, *,
+              config: dict | None = None):
     """The kernel path of :func:`moe_forward` on arguments it has checked (``capacity`` the
-    expert capacity, >= T for none): routing, the capacity rule, :func:`grouped_experts` and the
-    combine, with no host sync (a CUDA graph can capture it)."""
+    expert capacity, >= T for none): routing, the capacity rule, :func:`grouped_experts` (``config``
+    its tiles, for a tile sweep) and the combine, with no host sync (a CUDA graph can capture it)."""
     experts = w_gate.shape[0]
     ids, gates = _route(router_logits, k, renormalize)
     if capacity < x.shape[0]:
         ids = torch.where(_positions(ids, experts) < capacity, ids, experts)
     w_gate, w_up = _same_strides(w_gate, w_up)
-    out = grouped_experts(x, ids.reshape(-1), k, gates.reshape(-1).to(torch.float32), w_gate, w_up, w_down)
+    out = grouped_experts(x, ids.reshape(-1), k, gates.reshape(-1).to(torch.float32), w_gate, w_up, w_down,
+                          config=config)
     return out.reshape(x.shape[0], k, x.shape[1]).sum(dim=1).to(x.dtype)
 
 

@@ -47,7 +47,7 @@ from typing import NamedTuple
 
 import torch
 
-from optimized._device import triton_runs_on
+from optimized._device import shared_memory_per_block, sm_count, triton_runs_on
 from reference.paged_attention import check_max_seq_len, check_paged_attention_inputs, check_run_metadata
 from reference.paged_attention import first_visible, masked_paged_attention, run_metadata
 
@@ -216,11 +216,10 @@ def decode_config(head_dim: int, device: torch.device, rows: int = 1) -> dict:
     2.82-2.97 TB/s against 2.31 at 64 keys, SDPA-cuDNN 3.00)."""
     if device.type != "cuda":
         return dict(BLOCK_N=16, num_warps=4, num_stages=1, programs=16, min_tiles=1)
-    props = torch.cuda.get_device_properties(device)
-    sms = props.multi_processor_count
+    sms = sm_count(device)
     if head_dim > 128:  # not swept: half the keys per tile keeps the K/V stages' shared memory
         return dict(BLOCK_N=32, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=8)
-    if rows > 16 and getattr(props, "shared_memory_per_block_optin", 0) >= 160 * 1024:
+    if rows > 16 and shared_memory_per_block(device) >= 160 * 1024:
         return dict(BLOCK_N=128, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)
     return dict(BLOCK_N=64, num_warps=4, num_stages=2, programs=4 * sms, min_tiles=4)
 

@@ -61,7 +61,7 @@ TRIAGE.update({
        for c in ("1 -> 0", "1 -> 2")},
     **{("optimized", "return dict(BLOCK_M=16, BLOCK_N_UP=16, BLOCK_N_DOWN=16, BLOCK_K_UP=16, BLOCK_K_DOWN=16, num_warps=4,", c): (
         "equivalent", "num_warps under the interpreter: ignored") for c in ("4 -> 3", "4 -> 5")},
-    ("optimized", "cfg = launch_config(n, d, f, x.device.type, shared_memory_per_block(x.device))", "launch_config(a, b, ...) -> launch_config(b, a, ...)"): (
+    ("optimized", "cfg = config or launch_config(n, d, f, x.device.type, shared_memory_per_block(x.device))", "launch_config(a, b, ...) -> launch_config(b, a, ...)"): (
         "equivalent", "launch_config's CPU branch reads neither n_rows nor d: the same tiles"),
     ("optimized", "counts = torch.zeros(num_experts + 1, dtype=torch.int64, device=device)", "1 -> 2"): (
         "equivalent", "one more bin past the skipped rows' bin E, dropped by counts[:num_experts] like it"),

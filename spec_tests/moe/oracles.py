@@ -61,19 +61,17 @@ def expert_magnitude(v: torch.Tensor, w_gate, w_up, w_down, e: int) -> torch.Ten
 def moe_magnitude(x, router_logits, w_gate, w_up, w_down, k, capacity_factor=None, renormalize=True):
     """(T, d) float64: the gate-weighted :func:`expert_magnitude` of every kept choice (the scale of
     the tolerance rule's rounding floor for the layer: ``floor_from``)."""
-    _, kept, ids = moe(x, router_logits, w_gate, w_up, w_down, k, capacity_factor, renormalize)
-    m = torch.zeros(x.shape, dtype=torch.float64)
-    for t in range(x.shape[0]):
-        g = gates(router_logits[t].cpu(), ids[t], renormalize)
-        v = x[t].cpu().double()
-        for j, e in enumerate(ids[t]):
-            if kept[t][j]:
-                m[t] += g[j].abs() * expert_magnitude(v, w_gate.cpu(), w_up.cpu(), w_down.cpu(), e)
-    return m
+    return _combine(expert_magnitude, x, router_logits, w_gate, w_up, w_down, k, capacity_factor, renormalize)[0]
 
 
 def moe(x, router_logits, w_gate, w_up, w_down, k, capacity_factor=None, renormalize=True):
     """(y float64 (T, d), kept: list of lists of bool, ids: list of lists)."""
+    return _combine(expert, x, router_logits, w_gate, w_up, w_down, k, capacity_factor, renormalize)
+
+
+def _combine(per_expert, x, router_logits, w_gate, w_up, w_down, k, capacity_factor, renormalize):
+    """(the sum over every token's kept choices of gate x per_expert(token, expert), kept, ids);
+    the gates are >= 0 (a softmax), so a sum of magnitudes stays one."""
     tokens, experts = router_logits.shape
     ids = [topk(router_logits[t].tolist(), k) for t in range(tokens)]
     cap = capacity(tokens, experts, k, capacity_factor)
@@ -85,7 +83,7 @@ def moe(x, router_logits, w_gate, w_up, w_down, k, capacity_factor=None, renorma
         v = x[t].cpu().double()
         for j, e in enumerate(ids[t]):
             if kept[t][j]:
-                y[t] += g[j] * expert(v, w_gate.cpu(), w_up.cpu(), w_down.cpu(), e)
+                y[t] += g[j] * per_expert(v, w_gate.cpu(), w_up.cpu(), w_down.cpu(), e)
     return y, kept, ids
 
 
